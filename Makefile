@@ -1,0 +1,30 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SRC := nbflow tests benchmarks
+
+.PHONY: setup demo test lint typecheck unit notebooks browser bench
+
+setup:
+	@./scripts/bootstrap.sh
+
+demo: setup
+	$(PY) -m nbflow.demo
+
+lint: setup
+	$(VENV)/bin/ruff check $(SRC)
+	$(VENV)/bin/ruff format --check $(SRC)
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(VENV)/bin/pytest
+
+notebooks: setup
+	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
+
+test: lint typecheck unit notebooks
+
+bench: setup
+	$(PY) benchmarks/engine_overhead.py

@@ -1,0 +1,71 @@
+"""nbflow: notebook-native workflows. Decorate functions as nodes, run them in the kernel's loop."""
+
+from ._missing import MISSING as MISSING
+from ._missing import Missing as Missing
+from .dsl import Flow as Flow
+from .engine.events import Event as Event
+from .engine.events import NodeCancelled as NodeCancelled
+from .engine.events import NodeEvent as NodeEvent
+from .engine.events import NodeFailed as NodeFailed
+from .engine.events import NodeSkipped as NodeSkipped
+from .engine.events import NodeStarted as NodeStarted
+from .engine.events import NodeSucceeded as NodeSucceeded
+from .engine.events import RunFinished as RunFinished
+from .engine.events import RunStarted as RunStarted
+from .engine.states import NodeStatus as NodeStatus
+from .engine.states import RunStatus as RunStatus
+from .errors import CycleError as CycleError
+from .errors import FlowDefinitionError as FlowDefinitionError
+from .errors import GraphError as GraphError
+from .errors import MissingInputError as MissingInputError
+from .errors import NbflowError as NbflowError
+from .errors import NbflowWarning as NbflowWarning
+from .errors import NodeOutputError as NodeOutputError
+from .errors import RunFailedError as RunFailedError
+from .errors import RunInterrupted as RunInterrupted
+from .errors import RunnerError as RunnerError
+from .errors import StateTransitionError as StateTransitionError
+from .errors import TypeValidationError as TypeValidationError
+from .errors import UnknownInputError as UnknownInputError
+from .errors import UnknownNodeError as UnknownNodeError
+from .run import Attempt as Attempt
+from .run import NodeRecord as NodeRecord
+from .run import Run as Run
+from .runner import RunHandle as RunHandle
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MISSING",
+    "Attempt",
+    "CycleError",
+    "Event",
+    "Flow",
+    "FlowDefinitionError",
+    "GraphError",
+    "Missing",
+    "MissingInputError",
+    "NbflowError",
+    "NbflowWarning",
+    "NodeCancelled",
+    "NodeEvent",
+    "NodeFailed",
+    "NodeOutputError",
+    "NodeRecord",
+    "NodeSkipped",
+    "NodeStarted",
+    "NodeStatus",
+    "NodeSucceeded",
+    "Run",
+    "RunFailedError",
+    "RunFinished",
+    "RunHandle",
+    "RunInterrupted",
+    "RunStarted",
+    "RunStatus",
+    "RunnerError",
+    "StateTransitionError",
+    "TypeValidationError",
+    "UnknownInputError",
+    "UnknownNodeError",
+]

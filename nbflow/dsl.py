@@ -1,0 +1,263 @@
+"""``Flow`` and ``@flow.node``: declare nodes in any order, in any cell; run them three ways."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar, overload
+
+from .engine import scheduler
+from .errors import FlowDefinitionError, UnknownNodeError
+from .graph import Graph, InputInfo, Plan, compile_graph
+from .run import Run, Subscriber
+from .runner import RunHandle, in_kernel, kernel_ticker, run_blocking
+from .spec import NodeSpec, make_spec
+
+__all__ = ["Flow"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Flow:
+    """A named set of nodes wired by parameter names.
+
+    ``validate`` turns pydantic checking of inputs and outputs against type hints on or off;
+    ``concurrency`` caps how many nodes run at once (default: no cap).
+    """
+
+    def __init__(self, name: str = "flow", *, validate: bool = True, concurrency: int | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
+        _check_concurrency(concurrency)
+        self.name = name
+        self.validate = validate
+        self.concurrency = concurrency
+        self._specs: dict[str, NodeSpec] = {}
+        self._graph: Graph | None = None
+        self.last_run: Run | None = None
+
+    # --- declaring -----------------------------------------------------------------------------
+    @overload
+    def node(self, func: F, /) -> F: ...
+    @overload
+    def node(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        inputs: Mapping[str, str] | None = None,
+        thread: bool | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def node(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        inputs: Mapping[str, str] | None = None,
+        thread: bool | None = None,
+    ) -> Any:
+        """Declare ``func`` as a node and return it unchanged (still callable on its own).
+
+        A parameter named after another node is fed by that node's output; any other parameter is
+        a flow input. ``inputs={"param": "source"}`` feeds a parameter from another node or input.
+        Sync functions run in a worker thread unless ``thread=False``. Declaring a node whose
+        name exists replaces it (re-running a notebook cell does exactly that).
+        """
+
+        def register(f: F) -> F:
+            self.add(f, name=name, inputs=inputs, thread=thread)
+            return f
+
+        return register(func) if func is not None else register
+
+    def add(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        inputs: Mapping[str, str] | None = None,
+        thread: bool | None = None,
+    ) -> NodeSpec:
+        """Declare a node without decorating (same rules as ``@flow.node``); returns its spec."""
+        spec = make_spec(func, name=name, inputs=inputs, thread=thread)
+        self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
+        self._specs[spec.name] = spec
+        self._graph = None
+        return spec
+
+    def remove(self, name: str) -> None:
+        """Remove the node ``name``."""
+        if name not in self._specs:
+            raise UnknownNodeError(name, self._specs)
+        del self._specs[name]
+        self._graph = None
+
+    @property
+    def nodes(self) -> Mapping[str, NodeSpec]:
+        """The declared nodes, by name, in definition order (read-only)."""
+        return MappingProxyType(self._specs)
+
+    @property
+    def graph(self) -> Graph:
+        """The validated graph (compiled once per change); raises CycleError etc."""
+        if self._graph is None:
+            self._graph = compile_graph(self.name, self._specs, validate=self.validate)
+        return self._graph
+
+    @property
+    def inputs(self) -> Mapping[str, InputInfo]:
+        """The flow's inputs: parameters that no node feeds."""
+        return self.graph.inputs
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    # --- running -------------------------------------------------------------------------------
+    def _prepare(
+        self,
+        inputs: Mapping[str, Any] | None,
+        kw: Mapping[str, Any],
+        targets: Iterable[str] | str | None,
+        overrides: Mapping[str, Any] | None,
+        on_event: Subscriber | None,
+    ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
+        merged = dict(inputs or {})
+        merged.update(kw)
+        overrides = dict(overrides or {})
+        if isinstance(targets, str):
+            targets = [targets]
+        graph = self.graph
+        plan = graph.plan(merged, targets, overrides)
+        scheduler.validate_inputs(graph, plan, merged)
+        run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
+        run.graph = graph
+        if on_event is not None:
+            run.subscribe(on_event)
+        self.last_run = run
+        return graph, plan, run, merged, overrides
+
+    async def _execute(
+        self,
+        graph: Graph,
+        plan: Plan,
+        run: Run,
+        inputs: dict[str, Any],
+        overrides: dict[str, Any],
+        concurrency: int | None,
+    ) -> Run:
+        cap = concurrency if concurrency is not None else self.concurrency
+        if not in_kernel():
+            return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
+        ticker = asyncio.get_running_loop().create_task(kernel_ticker())
+        try:
+            return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
+        finally:
+            ticker.cancel()
+
+    async def arun(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        targets: Iterable[str] | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+        on_event: Subscriber | None = None,
+        **kw: Any,
+    ) -> Run:
+        """Run the flow on the current event loop and return its Run record.
+
+        Flow inputs are keyword arguments (or a dict as the first argument, for inputs whose names
+        clash with the options). ``targets`` runs only what those nodes need; ``overrides`` injects
+        node outputs without running them. Node failures are recorded, not raised: check
+        ``run.status`` or call ``run.raise_for_status()``.
+        """
+        _check_concurrency(concurrency)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        return await self._execute(graph, plan, run, merged, overrides, concurrency)
+
+    def run(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        targets: Iterable[str] | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+        on_event: Subscriber | None = None,
+        **kw: Any,
+    ) -> Run:
+        """Run the flow and block until it ends; works in a script and in a notebook cell.
+
+        In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
+        cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
+        every finished output.
+        """
+        _check_concurrency(concurrency)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency), run)
+
+    def start(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        targets: Iterable[str] | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+        on_event: Subscriber | None = None,
+        **kw: Any,
+    ) -> RunHandle:
+        """Start the flow in the background of the running loop and return a RunHandle at once.
+
+        Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
+        """
+        from .errors import RunnerError
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RunnerError(
+                f"flow {self.name!r}: start() runs the flow in the background of a running event loop "
+                f"(a notebook cell or async code), and none is running here; use flow.run(...) to "
+                f"block, or call start() from async code"
+            ) from None
+        _check_concurrency(concurrency)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        return RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
+
+    # --- showing -------------------------------------------------------------------------------
+    def to_dot(self, run: Run | None = None) -> Any:
+        """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given)."""
+        from .view import to_dot
+
+        return to_dot(self.graph, run)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self._specs) or "no nodes"
+        return f"<Flow {self.name!r}: {names}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from .errors import GraphError
+        from .view import mimebundle, text_graph
+
+        try:
+            graph = self.graph
+        except GraphError as exc:  # still show something useful while the flow is being written
+            return {"text/plain": f"{self!r}\n  cannot draw: {exc}"}
+        return mimebundle(graph, None, text=text_graph(graph))
+
+
+def _check_concurrency(concurrency: object) -> None:
+    if concurrency is not None and (
+        not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
+    ):
+        raise ValueError(f"concurrency must be a positive int or None (no cap), got {concurrency!r}")

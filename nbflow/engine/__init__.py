@@ -1,0 +1,1 @@
+"""The engine: schedules nodes on anyio/asyncio, enforces states, publishes events. No UI imports."""

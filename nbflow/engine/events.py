@@ -1,0 +1,78 @@
+"""Typed, frozen lifecycle events. Subscribers (widgets, progress, logs, tests) read these.
+
+Fields may be added to events in later versions, never removed or renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .states import RunStatus
+
+__all__ = [
+    "Event",
+    "NodeCancelled",
+    "NodeEvent",
+    "NodeFailed",
+    "NodeSkipped",
+    "NodeStarted",
+    "NodeSucceeded",
+    "RunFinished",
+    "RunStarted",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Something happened in run ``run_id`` at wall-clock ``time`` (seconds since the epoch)."""
+
+    run_id: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    flow: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    status: RunStatus
+    duration: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeEvent(Event):
+    node: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStarted(NodeEvent):
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSucceeded(NodeEvent):
+    duration: float
+    overridden: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFailed(NodeEvent):
+    error: BaseException
+    duration: float
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSkipped(NodeEvent):
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCancelled(NodeEvent):
+    reason: str

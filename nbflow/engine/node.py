@@ -1,0 +1,86 @@
+"""Running one node: validate its inputs, call it (async, in a thread, or inline), validate and record.
+
+This is where per-node policies (retries, timeouts, error strategies) live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import time
+import traceback
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ..graph import GNode
+from ..run import Attempt, NodeRecord, Run
+from .events import NodeFailed, NodeStarted, NodeSucceeded
+from .states import NodeStatus
+
+__all__ = ["call_node", "format_user_traceback"]
+
+# Frames from these folders are dropped from the top of a node's traceback: users see their code.
+_HIDDEN_DIRS = (
+    *(os.path.dirname(m.__file__ or "") + os.sep for m in (anyio, asyncio, concurrent.futures)),
+    os.path.dirname(os.path.dirname(__file__)) + os.sep,
+)
+
+
+async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> None:
+    """Run node ``g`` with ``kwargs``, leaving ``rec`` SUCCEEDED or FAILED.
+
+    A node's exception is recorded, not raised. Cancellation propagates (the caller marks the
+    record CANCELLED).
+    """
+    spec = g.spec
+    name = spec.name
+    rec._to(NodeStatus.RUNNING)
+    rec.inputs = kwargs
+    started = rec.started_at = time.time()
+    if run._subscribers:
+        run._emit(NodeStarted(run_id=run.run_id, time=started, node=name, attempt=1))
+    t0 = time.perf_counter()
+    attempt = Attempt(1, started)
+    rec.attempts.append(attempt)
+    try:
+        for param, check in g.checks:
+            if param in kwargs:
+                kwargs[param] = check(kwargs[param])
+        if spec.is_async:
+            out = await spec.func(**kwargs)
+        elif spec.thread:
+            out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+        else:
+            out = spec.func(**kwargs)
+        if g.check_return is not None:
+            out = g.check_return(out)
+    except Exception as exc:
+        duration = time.perf_counter() - t0
+        rec.finished_at = attempt.finished_at = started + duration
+        attempt.error = rec.error = exc
+        rec.traceback = format_user_traceback(exc)
+        rec._to(NodeStatus.FAILED)
+        if run._subscribers:
+            run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=exc, duration=duration))
+        return
+    except BaseException:
+        rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
+        raise
+    duration = time.perf_counter() - t0
+    rec.finished_at = attempt.finished_at = started + duration
+    rec.output = out
+    rec._to(NodeStatus.SUCCEEDED)
+    if run._subscribers:
+        run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=name, duration=duration))
+
+
+def format_user_traceback(exc: BaseException) -> str:
+    """The traceback text with nbflow's, anyio's and asyncio's frames removed from the top."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_HIDDEN_DIRS):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))

@@ -1,0 +1,185 @@
+"""Every error nbflow raises on purpose.
+
+The tree::
+
+    NbflowError                        base of everything below
+    ├── FlowDefinitionError (ValueError)   a node was declared wrongly (bad name, *args, ...)
+    ├── GraphError (ValueError)            the flow cannot run as wired; raised before anything runs
+    │   ├── CycleError                     .cycle: the path, first node repeated at the end
+    │   ├── UnknownNodeError (KeyError)    a target/override/reference names no node
+    │   ├── MissingInputError              .missing: input name -> nodes that need it
+    │   └── UnknownInputError              .names: inputs passed that no node takes
+    ├── TypeValidationError (TypeError)    a value does not fit a type hint; names node and parameter
+    ├── NodeOutputError (LookupError)      asked for the output of a node that produced none
+    ├── RunFailedError (RuntimeError)      raise_for_status() on a run that did not succeed
+    ├── StateTransitionError (RuntimeError)  the engine tried an illegal state change (a bug)
+    └── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+
+    RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
+
+Every message names the node or parameter concerned and says how to fix the problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .run import Run
+
+__all__ = [
+    "CycleError",
+    "FlowDefinitionError",
+    "GraphError",
+    "MissingInputError",
+    "NbflowError",
+    "NbflowWarning",
+    "NodeOutputError",
+    "RunFailedError",
+    "RunInterrupted",
+    "RunnerError",
+    "StateTransitionError",
+    "TypeValidationError",
+    "UnknownInputError",
+    "UnknownNodeError",
+]
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class NbflowWarning(UserWarning):
+    """Something works, but not as well as it could (e.g. Graphviz missing)."""
+
+
+class NbflowError(Exception):
+    """Base class of every error nbflow raises on purpose."""
+
+
+class FlowDefinitionError(NbflowError, ValueError):
+    """A node was declared in a way nbflow cannot run."""
+
+
+class GraphError(NbflowError, ValueError):
+    """The flow cannot run as wired. Raised before any node runs."""
+
+
+class CycleError(GraphError):
+    """The nodes form a cycle. ``cycle`` is the path, its first node repeated at the end."""
+
+    def __init__(self, cycle: Sequence[str]) -> None:
+        self.cycle = tuple(cycle)
+        path = " -> ".join(self.cycle)
+        super().__init__(
+            f"the flow has a cycle: {path}. A node cannot depend on its own output; "
+            f"rename a parameter or pass inputs={{...}} to break the loop "
+            f"(for repetition use a loop node instead)."
+        )
+
+
+class UnknownNodeError(GraphError, KeyError):
+    """A target, override or reference names a node that the flow does not have."""
+
+    def __init__(self, name: str, known: Iterable[str], role: str = "node") -> None:
+        self.name = name
+        known = list(known)
+        super().__init__(
+            f"{role} {name!r} is not a node of this flow{_suggest(name, known)}; "
+            f"known nodes: {', '.join(sorted(known)) or '(none)'}"
+        )
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class MissingInputError(GraphError):
+    """Required flow inputs were not passed. ``missing`` maps each input to the nodes needing it."""
+
+    def __init__(self, missing: Mapping[str, Sequence[str]], hints: Mapping[str, str] | None = None) -> None:
+        self.missing = {k: tuple(v) for k, v in missing.items()}
+        hints = hints or {}
+        parts = []
+        for name, nodes in self.missing.items():
+            who = ", ".join(repr(n) for n in nodes)
+            parts.append(f"{name!r} (needed by {who}){hints.get(name, '')}")
+        names = ", ".join(f"{k}=..." for k in self.missing)
+        super().__init__(
+            f"missing required input{'s' if len(parts) > 1 else ''}: {'; '.join(parts)}. "
+            f"Pass {names} to run(), or give the parameter a default."
+        )
+
+
+class UnknownInputError(GraphError):
+    """Inputs were passed that no node of the flow takes."""
+
+    def __init__(self, names: Sequence[str], known: Iterable[str]) -> None:
+        self.names = tuple(names)
+        known = list(known)
+        parts = [f"{n!r}{_suggest(n, known)}" for n in self.names]
+        super().__init__(
+            f"unknown input{'s' if len(parts) > 1 else ''}: {', '.join(parts)}; "
+            f"this flow takes: {', '.join(sorted(known)) or '(no inputs)'}"
+        )
+
+
+class TypeValidationError(NbflowError, TypeError):
+    """A value does not fit a node's type hint.
+
+    ``node`` is the node, ``parameter`` the parameter name (or ``"return"`` for the output),
+    ``expected`` the hint as text and ``value`` the offending value.
+    """
+
+    def __init__(self, node: str, parameter: str, expected: str, value: Any, detail: str = "") -> None:
+        self.node = node
+        self.parameter = parameter
+        self.expected = expected
+        self.value = value
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        where = f"node {node!r} returned" if parameter == "return" else f"node {node!r}, parameter {parameter!r}, got"
+        fix = (
+            "fix the function or its return annotation"
+            if parameter == "return"
+            else "pass a value of that type, fix the upstream node, or change the hint"
+        )
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"{where} {shown} ({type(value).__name__}), expected {expected}{extra}; "
+            f"{fix} (or turn validation off with Flow(..., validate=False))"
+        )
+
+
+class NodeOutputError(NbflowError, LookupError):
+    """The output of a node was asked for, but the node produced none."""
+
+
+class RunFailedError(NbflowError, RuntimeError):
+    """A run did not succeed. ``run`` is the record; the first node error is the ``__cause__``."""
+
+    def __init__(self, message: str, run: Run) -> None:
+        self.run = run
+        super().__init__(message)
+
+
+class StateTransitionError(NbflowError, RuntimeError):
+    """An illegal state change was attempted (this is a bug in nbflow; please report it)."""
+
+
+class RunnerError(NbflowError, RuntimeError):
+    """A run was driven from a place where that way of running cannot work."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A blocking run was interrupted (Ctrl-C or the kernel's stop button).
+
+    ``run`` is the run record: every node that finished keeps its output, the others are CANCELLED.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        super().__init__(f"run {run.run_id} of flow {run.flow!r} was interrupted; its record is in .run")

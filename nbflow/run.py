@@ -1,0 +1,290 @@
+"""What a run produced: the Run record, one NodeRecord per node, and the event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._missing import MISSING
+from .engine.events import Event, RunFinished
+from .engine.states import NodeStatus, RunStatus, check_node_transition, check_run_transition
+from .errors import NbflowWarning, NodeOutputError, RunFailedError, UnknownNodeError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .graph import Graph
+
+__all__ = ["Attempt", "NodeRecord", "Run"]
+
+Subscriber = Callable[[Event], object]
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One try at running a node."""
+
+    number: int
+    started_at: float
+    finished_at: float | None = None
+    error: BaseException | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+class NodeRecord:
+    """What happened to one node in one run.
+
+    ``output`` is ``nbflow.MISSING`` unless the node succeeded; ``error`` and ``traceback`` are set
+    when it failed; ``skip_reason`` says why it was skipped or cancelled. Times are epoch seconds.
+    """
+
+    __slots__ = (
+        "attempts",
+        "error",
+        "finished_at",
+        "inputs",
+        "name",
+        "output",
+        "overridden",
+        "skip_reason",
+        "started_at",
+        "status",
+        "traceback",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.status = NodeStatus.PENDING
+        self.output: Any = MISSING
+        self.error: BaseException | None = None
+        self.traceback: str | None = None
+        self.attempts: list[Attempt] = []
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.skip_reason: str | None = None
+        self.inputs: Mapping[str, Any] = {}
+        self.overridden = False
+
+    def _to(self, new: NodeStatus) -> None:
+        check_node_transition(self.name, self.status, new)
+        self.status = new
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
+
+    @property
+    def error_message(self) -> str | None:
+        return None if self.error is None else str(self.error)
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.status is NodeStatus.SUCCEEDED:
+            extra = f" output={_short(self.output)}"
+        elif self.error is not None:
+            extra = f" error={self.error_type}: {_short_text(str(self.error))}"
+        elif self.skip_reason:
+            extra = f" reason={self.skip_reason!r}"
+        dur = f" {self.duration * 1000:.1f}ms" if self.duration is not None else ""
+        return f"<NodeRecord {self.name!r} {self.status.name}{dur}{extra}>"
+
+
+class Run:
+    """The record of one run of a flow. Live while it runs; complete once ``status.finished``."""
+
+    def __init__(self, flow: str, run_id: str, inputs: Mapping[str, Any], nodes: Iterator[str] | Any) -> None:
+        self.flow = flow
+        self.run_id = run_id
+        self.inputs = dict(inputs)
+        self.status = RunStatus.PENDING
+        self.nodes: dict[str, NodeRecord] = {n: NodeRecord(n) for n in nodes}
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.graph: Graph | None = None
+        self._subscribers: list[Subscriber] = []
+
+    # --- state, used by the engine -------------------------------------------------------------
+    def _to(self, new: RunStatus) -> None:
+        check_run_transition(self.run_id, self.status, new)
+        self.status = new
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(event)`` for every later event of this run; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _emit(self, event: Event) -> None:
+        for callback in tuple(self._subscribers):
+            try:
+                callback(event)
+            except Exception as exc:  # a broken subscriber must never break the run
+                self._subscribers.remove(callback)
+                warnings.warn(
+                    f"run {self.run_id}: event subscriber {callback!r} raised {type(exc).__name__}: {exc}; "
+                    f"it was unsubscribed",
+                    NbflowWarning,
+                    stacklevel=2,
+                )
+
+    def events(self) -> AsyncIterator[Event]:
+        """Iterate over this run's events from now on, until it finishes (``async for ev in run.events()``)."""
+        return _EventStream(self)
+
+    # --- reading ---------------------------------------------------------------------------------
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.finished_at if self.finished_at is not None else time.time()
+        return end - self.started_at
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Outputs of the nodes that succeeded, by node name (in topological order)."""
+        return {n: r.output for n, r in self.nodes.items() if r.status is NodeStatus.SUCCEEDED}
+
+    @property
+    def errors(self) -> dict[str, BaseException]:
+        return {n: r.error for n, r in self.nodes.items() if r.error is not None}
+
+    def counts(self) -> dict[str, int]:
+        """How many nodes are in each state."""
+        out: dict[str, int] = {}
+        for r in self.nodes.values():
+            out[r.status.value] = out.get(r.status.value, 0) + 1
+        return out
+
+    def __getitem__(self, node: str) -> Any:
+        """The output of ``node``; NodeOutputError if it produced none."""
+        try:
+            rec = self.nodes[node]
+        except KeyError:
+            raise UnknownNodeError(node, self.nodes) from None
+        if rec.status is not NodeStatus.SUCCEEDED:
+            why = ""
+            if rec.error is not None:
+                why = f": {type(rec.error).__name__}: {rec.error}"
+            elif rec.skip_reason:
+                why = f" ({rec.skip_reason})"
+            raise NodeOutputError(
+                f"node {node!r} has no output: it is {rec.status.name}{why}; see run.nodes[{node!r}] for its record"
+            )
+        return rec.output
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.nodes and self.nodes[node].status is NodeStatus.SUCCEEDED
+
+    def raise_for_status(self) -> Run:
+        """Return the run if it succeeded; else raise RunFailedError (first node error as the cause)."""
+        if self.status is RunStatus.SUCCEEDED:
+            return self
+        failed = [r for r in self.nodes.values() if r.status is NodeStatus.FAILED]
+        if failed:
+            listed = "; ".join(f"{r.name!r}: {r.error_type}: {_short_text(str(r.error))}" for r in failed)
+            msg = f"run {self.run_id} of flow {self.flow!r} is {self.status.name}; failed nodes: {listed}"
+            raise RunFailedError(msg, self) from failed[0].error
+        raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}", self)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per node: status, output, error, attempts, times, skip reason."""
+        import pandas as pd
+
+        rows = []
+        for r in self.nodes.values():
+            rows.append(
+                {
+                    "node": r.name,
+                    "status": r.status.value,
+                    "output": r.output if r.status is NodeStatus.SUCCEEDED else None,
+                    "error_type": r.error_type,
+                    "error_message": r.error_message,
+                    "attempts": len(r.attempts),
+                    "started_at": pd.to_datetime(r.started_at, unit="s") if r.started_at else pd.NaT,
+                    "duration_s": r.duration,
+                    "reason": r.skip_reason,
+                }
+            )
+        return pd.DataFrame(rows).set_index("node")
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
+        dur = f" in {self.duration:.3f}s" if self.duration is not None else ""
+        return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts})>"
+
+    def summary(self) -> str:
+        """A readable multi-line text: one line per node."""
+        lines = [repr(self)]
+        for r in self.nodes.values():
+            lines.append("  " + repr(r)[len("<NodeRecord ") : -1])
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.summary())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from .view import mimebundle
+
+        return mimebundle(self.graph, self, text=self.summary())
+
+
+class _EventStream:
+    """An async iterator over a run's events; safe when the run executes in another thread."""
+
+    def __init__(self, run: Run) -> None:
+        self._queue: deque[Event] = deque()
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._thread = threading.get_ident()
+        self._closed = run.status.finished
+        self._unsubscribe = run.subscribe(self._push)
+
+    def _push(self, event: Event) -> None:
+        self._queue.append(event)
+        if threading.get_ident() == self._thread:
+            self._wake.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def __aiter__(self) -> _EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._queue:
+            if self._closed:
+                self._unsubscribe()
+                raise StopAsyncIteration
+            self._wake.clear()
+            await self._wake.wait()
+        event = self._queue.popleft()
+        if isinstance(event, RunFinished):
+            self._closed = True
+        return event
+
+
+def _short_text(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any) -> str:
+    return _short_text(repr(value), 60)

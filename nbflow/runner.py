@@ -1,0 +1,150 @@
+"""Driving a run from wherever the user is: a script, a notebook cell, or the background.
+
+nbflow never patches the event loop (nest_asyncio breaks ipykernel's message handling, see
+docs/notebooks.md). Instead:
+
+* ``await flow.arun()`` runs on the current loop (in a notebook: the kernel's own);
+* ``flow.run()`` with no loop running uses ``anyio.run`` in this thread; with a loop running
+  (a notebook cell) it runs the flow on a fresh loop in a worker thread and joins it in short
+  slices, so a kernel interrupt arrives, cancels the run's scope and returns the record;
+* ``flow.start()`` schedules a task on the running loop and returns a RunHandle at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sys
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from .engine.events import Event
+from .errors import RunInterrupted
+from .run import Run
+
+__all__ = ["RunHandle", "in_kernel", "kernel_ticker", "run_blocking"]
+
+_TICK = 0.2
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (ipykernel imported and an IPython shell active)."""
+    if "ipykernel" not in sys.modules:
+        return False
+    ip = sys.modules.get("IPython")
+    get = getattr(ip, "get_ipython", None)
+    return bool(get and get() is not None and type(get()).__name__ == "ZMQInteractiveShell")
+
+
+async def kernel_ticker() -> None:
+    """Wake the loop periodically so ipykernel's interrupt is noticed promptly (ipykernel #881)."""
+    while True:
+        await asyncio.sleep(_TICK)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def run_blocking(make: Callable[[], Awaitable[Run]], run: Run) -> Run:
+    """Run ``make()`` to completion from sync code; on Ctrl-C/kernel interrupt raise RunInterrupted(run)."""
+    if not _loop_running():
+
+        async def main() -> Run:
+            return await make()
+
+        try:
+            return anyio.run(main)
+        except KeyboardInterrupt as exc:
+            raise RunInterrupted(run) from exc
+
+    box: dict[str, Any] = {}
+    scope_ready = threading.Event()
+
+    async def main_in_thread() -> None:
+        with anyio.CancelScope() as scope:
+            box["scope"] = scope
+            box["token"] = anyio.lowlevel.current_token()
+            scope_ready.set()
+            box["result"] = await make()
+
+    def target() -> None:
+        try:
+            anyio.run(main_in_thread)
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            scope_ready.set()
+
+    # Copy the context: ipykernel routes prints and widget updates by the cell's parent header.
+    ctx = contextvars.copy_context()
+    thread = threading.Thread(target=ctx.run, args=(target,), name=f"nbflow-run-{run.run_id}", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)  # short joins: the interrupt's KeyboardInterrupt lands between them
+    except KeyboardInterrupt as exc:
+        scope_ready.wait()
+        if "scope" in box and thread.is_alive():
+            try:
+                anyio.from_thread.run_sync(box["scope"].cancel, token=box["token"])
+            except RuntimeError:
+                pass  # the loop closed between the check and the call: the run is over anyway
+        thread.join()
+        raise RunInterrupted(run) from exc
+    if "error" in box:
+        raise box["error"]
+    if "result" not in box:  # cancelled from inside without an interrupt here
+        return run
+    result: Run = box["result"]
+    return result
+
+
+class RunHandle:
+    """A run going on in the background of the notebook.
+
+    ``handle.run`` is the live record; ``await handle`` waits and gives the Run (also when it was
+    cancelled); ``handle.cancel()`` stops it; ``handle.events()`` iterates over its events.
+    """
+
+    def __init__(self, run: Run, coro: Awaitable[Run]) -> None:
+        self.run = run
+        self._task: asyncio.Task[Run] = asyncio.get_running_loop().create_task(self._guard(coro))
+
+    async def _guard(self, coro: Awaitable[Run]) -> Run:
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            return self.run  # the record says CANCELLED; awaiting the handle still gives it
+
+    def cancel(self) -> None:
+        """Stop the run: nodes in flight are cancelled, finished outputs are kept."""
+        self._task.cancel()
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    @property
+    def status(self) -> Any:
+        return self.run.status
+
+    def events(self) -> AsyncIterator[Event]:
+        return self.run.events()
+
+    def __await__(self) -> Generator[Any, None, Run]:
+        return asyncio.shield(self._task).__await__()
+
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.run!r}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        return self.run._repr_mimebundle_(include, exclude)
