@@ -2,6 +2,7 @@
 
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
+from .config import config as config
 from .dsl import Flow as Flow
 from .engine.events import Event as Event
 from .engine.events import NodeCancelled as NodeCancelled
@@ -68,4 +69,5 @@ __all__ = [
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "config",
 ]

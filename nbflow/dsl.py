@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from .display import auto_show
 from .engine import scheduler
 from .errors import FlowDefinitionError, UnknownNodeError
 from .graph import Graph, InputInfo, Plan, compile_graph
@@ -171,6 +172,7 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        show: bool | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -178,10 +180,13 @@ class Flow:
         Flow inputs are keyword arguments (or a dict as the first argument, for inputs whose names
         clash with the options). ``targets`` runs only what those nodes need; ``overrides`` injects
         node outputs without running them. Node failures are recorded, not raised: check
-        ``run.status`` or call ``run.raise_for_status()``.
+        ``run.status`` or call ``run.raise_for_status()``. In a notebook the live run view is displayed
+        unless ``show=False`` (or ``nbflow.config.show = False``); elsewhere ``show=True`` prints a
+        compact text progress to stderr.
         """
         _check_concurrency(concurrency)
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency)
 
     def run(
@@ -193,16 +198,18 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        show: bool | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
 
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
-        every finished output.
+        every finished output. ``show`` works as for ``arun``.
         """
         _check_concurrency(concurrency)
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        auto_show(run, None, show)
         return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency), run)
 
     def start(
@@ -214,11 +221,13 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        show: bool | None = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
 
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
+        ``show`` works as for ``arun``.
         """
         from .errors import RunnerError
 
@@ -232,7 +241,9 @@ class Flow:
             ) from None
         _check_concurrency(concurrency)
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
-        return RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
+        handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
+        auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
+        return handle
 
     # --- showing -------------------------------------------------------------------------------
     def to_dot(self, run: Run | None = None) -> Any:

@@ -242,9 +242,11 @@ class Run:
         p.text(self.summary())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from .display import rich_bundle  # the live widget in a notebook (imported lazily, only there)
         from .view import mimebundle
 
-        return mimebundle(self.graph, self, text=self.summary())
+        bundle = rich_bundle(self, None, include, exclude)
+        return bundle if bundle is not None else mimebundle(self.graph, self, text=self.summary())
 
 
 class _EventStream:

@@ -147,4 +147,7 @@ class RunHandle:
         return f"<RunHandle {self.run!r}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        return self.run._repr_mimebundle_(include, exclude)
+        from .display import rich_bundle  # the live widget, with a Cancel button, in a notebook
+
+        bundle = rich_bundle(self.run, self, include, exclude)
+        return bundle if bundle is not None else self.run._repr_mimebundle_(include, exclude)

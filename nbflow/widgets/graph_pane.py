@@ -1,0 +1,172 @@
+"""The graph part of the run view: a Graphviz SVG laid out once and recoloured per redraw, or a table.
+
+Laying a graph out with ``dot`` costs ~25 ms for 50 nodes and seconds for thousands, and a new
+layout would make the picture jump as labels change. So the SVG is laid out once per view (with
+every status label as wide as the widest) and each redraw only rewrites the per-node attributes
+(class, fill, stroke, tooltip, status text), reusing the text of nodes whose state did not change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from ..engine.states import NodeStatus
+from ..view import STATE_COLORS, has_dot, to_dot
+from .secrets import Redactor
+from .style import chip, esc
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..run import Run
+
+__all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "looks", "table_html"]
+
+# One delegated click handler on the graph's wrapper: a click on a node writes "<name>|<time>" into the
+# view's hidden text box and fires 'change', which ipywidgets syncs to the kernel like typed text.
+CLICK_JS = (
+    "var n=event.target.closest('.nbflow-node');if(!n||!n.id)return;"
+    "var r=this.closest('.nbflow-runview');var i=r&&r.querySelector('.nbflow-pick input');if(!i)return;"
+    "i.value=n.id.slice(5)+'|'+Date.now();i.dispatchEvent(new Event('input',{bubbles:true}));"
+    "i.dispatchEvent(new Event('change',{bubbles:true}));"
+)
+
+_DASH = r"(?:&#45;|-)"
+_START = re.compile(rf'<g id="node{_DASH}(?P<name>\w+)" class="node nbflow{_DASH}node nbflow{_DASH}\w+">')
+_TITLE = re.compile(r'(<a [^>]*?title=")[^"]*(")')
+_PAINT = re.compile(r'<(path|polygon) fill="[^"]*" stroke="[^"]*"(?: stroke-width="[^"]*")?')
+_STATUS_TEXT = re.compile(r"(<text[^>]*>)succeeded(</text>)(?![\s\S]*<text)")
+_LAYOUT_STATUS = NodeStatus.SUCCEEDED  # "succeeded" is as wide as any status label
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLook:
+    """How one node is drawn: its state (or None when not part of the run), tooltip and selection."""
+
+    status: NodeStatus | None
+    tooltip: str
+    selected: bool = False
+
+
+def looks(graph: Graph, run: Run, selected: str | None, redact: Redactor) -> dict[str, NodeLook]:
+    """The look of every node of ``graph`` for the current state of ``run``."""
+    out: dict[str, NodeLook] = {}
+    for name, g in graph.nodes.items():
+        rec = run.nodes.get(name)
+        if rec is None:
+            out[name] = NodeLook(None, f"{name}: not part of this run", name == selected)
+            continue
+        if rec.error is not None:
+            tip = f"{name}: {type(rec.error).__name__}: {rec.error}"
+        elif rec.skip_reason:
+            tip = f"{name} {rec.status.value}: {rec.skip_reason}"
+        else:
+            doc = (g.spec.doc.splitlines() or [""])[0]
+            tip = f"{name}: {rec.status.value}" + (f" — {doc}" if doc else "")
+        out[name] = NodeLook(rec.status, redact(tip[:300]), name == selected)
+    return out
+
+
+class _LayoutRecord:
+    status = _LAYOUT_STATUS
+    error = None
+    skip_reason = None
+
+
+class _LayoutRun:
+    """Stands in for a Run when laying out: every node 'succeeded', so every box fits any label."""
+
+    def __init__(self, names: Any) -> None:
+        self.nodes = {n: _LayoutRecord() for n in names}
+
+
+class SvgTemplate:
+    """A laid-out SVG of a graph whose node attributes can be rewritten cheaply."""
+
+    def __init__(self, svg: str) -> None:
+        svg = svg[max(svg.find("<svg"), 0) :]  # drop the XML prolog and DOCTYPE: this goes inside HTML
+        self._parts: list[str | tuple[str, str]] = []  # static text, or (node name, block template)
+        pos = 0
+        for m in _START.finditer(svg):
+            end = svg.find("<!--", m.end())
+            end = end if end != -1 else svg.rfind("</g>")
+            self._parts.append(svg[pos : m.start()])
+            block = "\x00C\x00" + svg[m.end() : end]
+            block = _TITLE.sub(lambda t: t.group(1) + "\x00T\x00" + t.group(2), block, count=1)
+            block = _PAINT.sub(lambda p: f"<{p.group(1)} \x00P\x00", block, count=1)
+            block = _STATUS_TEXT.sub(lambda s: s.group(1) + "\x00S\x00" + s.group(2), block, count=1)
+            self._parts.append((m.group("name"), block))
+            pos = end
+        self._parts.append(svg[pos:])
+        self.nodes = [p[0] for p in self._parts if isinstance(p, tuple)]
+        self._cache: dict[tuple[str, NodeLook], str] = {}
+
+    @classmethod
+    def layout(cls, graph: Graph) -> SvgTemplate:
+        """Lay ``graph`` out with Graphviz (needs the ``dot`` program)."""
+        svg = to_dot(graph, cast("Run", _LayoutRun(graph.nodes))).pipe(format="svg", encoding="utf-8")
+        return cls(svg)
+
+    def render(self, node_looks: Mapping[str, NodeLook]) -> str:
+        out: list[str] = []
+        for part in self._parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            name, block = part
+            look = node_looks.get(name) or NodeLook(None, name)
+            key = (name, look)
+            text = self._cache.get(key)
+            if text is None:
+                text = self._cache[key] = _fill(name, block, look)
+            out.append(text)
+        return "".join(out)
+
+
+def _fill(name: str, block: str, look: NodeLook) -> str:
+    status = look.status or NodeStatus.PENDING
+    fill, line = STATE_COLORS[status]
+    cls = f"node nbflow-node nbflow-{status.value}" + (" nbflow-selected" if look.selected else "")
+    width = ' stroke-width="2"' if status is NodeStatus.FAILED else ""
+    paint = f'fill="{fill}" stroke="{line}"{width}'
+    label = status.value if look.status is not None else "not in run"
+    return f'<g id="node-{name}" class="{cls}">' + block.replace("\x00C\x00", "").replace(
+        "\x00T\x00", esc(look.tooltip)
+    ).replace("\x00P\x00", paint).replace("\x00S\x00", esc(label))
+
+
+def table_html(graph: Graph, run: Run, node_looks: Mapping[str, NodeLook], max_rows: int = 60) -> str:
+    """The graph as a table (no ``dot``, or too many nodes to draw): state, node, fed by, time, note."""
+    names = list(graph.nodes)
+    if len(names) > max_rows:  # what needs attention first, then the flow's order
+        urgent = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}
+        names.sort(key=lambda n: urgent.get(node_looks[n].status or NodeStatus.PENDING, 9))
+    rows = []
+    for name in names[:max_rows]:
+        look = node_looks[name]
+        rec = run.nodes.get(name)
+        state = chip(look.status.value) if look.status is not None else '<span class="nbflow-muted">not in run</span>'
+        feeds = ", ".join(d.source if d.is_node else f"‹{d.source}›" for d in graph.nodes[name].deps)
+        dur = f"{rec.duration:.3f}s" if rec is not None and rec.duration is not None else ""
+        note = ""
+        if look.status in (NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED):
+            note = esc(look.tooltip.split(": ", 1)[-1])
+        sel = ' style="outline:2px solid #1c7ed6"' if look.selected else ""
+        rows.append(
+            f'<tr class="nbflow-node" id="node-{name}"{sel}><td>{state}</td><td><b>{esc(name)}</b></td>'
+            f"<td>{esc(feeds)}</td><td>{dur}</td><td>{note}</td></tr>"
+        )
+    more = ""
+    if len(names) > max_rows:
+        more = f'<div class="nbflow-muted">… {len(names) - max_rows:,} more nodes (pick them in the selector)</div>'
+    return (
+        '<table class="nbflow-table"><thead><tr><th>state</th><th>node</th><th>fed by</th><th>time</th>'
+        f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+    )
+
+
+def can_draw(graph: Graph, max_nodes: int) -> bool:
+    """Whether the SVG is used: ``dot`` is installed and the graph is small enough to read."""
+    return has_dot() and len(graph.nodes) <= max_nodes

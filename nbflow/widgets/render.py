@@ -1,0 +1,169 @@
+"""Rendering any node output or input as HTML: tables, pretty JSON, scrollable text, images.
+
+Pure functions (no widgets), so the inspector's content can be tested as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import pprint
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._missing import MISSING
+from .secrets import MASK, is_secret_name, mask_mapping
+from .style import esc
+
+__all__ = ["describe", "render_value", "short_value"]
+
+MAX_TEXT = 100_000  # characters shown of a long string / JSON / repr (the rest is cut with a note)
+MAX_ROWS = 50
+
+Redact = Callable[[str], str]
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _scroll(inner: str) -> str:
+    return f'<div class="nbflow-scroll">{inner}</div>'
+
+
+def _pre(text: str, redact: Redact) -> str:
+    cut = ""
+    if len(text) > MAX_TEXT:
+        cut = f'<div class="nbflow-muted">… {len(text) - MAX_TEXT:,} more characters not shown</div>'
+        text = text[:MAX_TEXT]
+    return _scroll(f"<pre>{esc(redact(text))}</pre>") + cut
+
+
+def _module(value: Any) -> str:
+    return type(value).__module__.split(".")[0]
+
+
+def describe(value: Any) -> str:
+    """A one-line description of a value's type and size: ``DataFrame 120×4``, ``str, 5,230 chars``."""
+    name = type(value).__name__
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and all(isinstance(s, int) for s in shape):
+        return f"{name} {'×'.join(str(s) for s in shape)}"
+    if isinstance(value, str | bytes):
+        return f"{name}, {len(value):,} {'chars' if isinstance(value, str) else 'bytes'}"
+    if isinstance(value, Mapping | list | tuple | set | frozenset):
+        return f"{name}, {len(value):,} items"
+    return name
+
+
+def _image(value: Any) -> str | None:
+    """An <img>/<svg> for images: PNG/JPEG bytes, objects with _repr_png_/_repr_jpeg_/_repr_svg_, figures."""
+    data: Any = None
+    mime = "image/png"
+    if isinstance(value, bytes) and value[:8] == b"\x89PNG\r\n\x1a\n":
+        data = value
+    elif isinstance(value, bytes) and value[:3] == b"\xff\xd8\xff":
+        data, mime = value, "image/jpeg"
+    elif _module(value) == "matplotlib" and hasattr(value, "savefig"):
+        buf = io.BytesIO()
+        value.savefig(buf, format="png", bbox_inches="tight")
+        data = buf.getvalue()
+    else:
+        for meth, m in (("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg")):
+            fn = getattr(value, meth, None)
+            if callable(fn):
+                try:
+                    data = fn()
+                except Exception:
+                    data = None
+                if data:
+                    mime = m
+                    break
+        if data is None:
+            fn = getattr(value, "_repr_svg_", None)
+            if callable(fn):
+                try:
+                    svg = fn()
+                except Exception:
+                    svg = None
+                if isinstance(svg, str):
+                    return _scroll(svg)
+    if not data:
+        return None
+    # IPython allows base64 text from _repr_png_
+    b64 = data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
+    return _scroll(f'<img src="data:{mime};base64,{b64}" style="max-width:100%"/>')
+
+
+def _to_jsonable(value: Any) -> Any:
+    """Models and dataclasses as plain data (for pretty JSON), or MISSING when not structured."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and _module(value) != "pandas":
+        try:
+            return dump(mode="json")  # pydantic v2: SecretStr comes out as '**********'
+        except Exception:
+            return MISSING
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, Mapping | list | tuple):
+        return value
+    return MISSING
+
+
+def _json(value: Any) -> str | None:
+    data = _to_jsonable(value)
+    if data is MISSING:
+        return None
+    if isinstance(data, Mapping):
+        data = mask_mapping(data)
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False, default=repr, sort_keys=False)
+    except (TypeError, ValueError):  # e.g. non-string keys mixed with others: fall back to pprint
+        return pprint.pformat(data, width=100, sort_dicts=False)
+
+
+def render_value(value: Any, redact: Redact = _identity) -> str:
+    """HTML for ``value``: DataFrame/Series as a table, dict/list/model as JSON, str in a scroll box, images inline."""
+    if value is MISSING:
+        return '<span class="nbflow-muted">no output</span>'
+    head = f'<div class="nbflow-muted">{esc(describe(value))}</div>'
+    if _module(value) == "pandas" and hasattr(value, "to_html"):
+        frame = value.to_frame() if hasattr(value, "to_frame") and getattr(value, "ndim", 2) == 1 else value
+        try:
+            table = frame.to_html(max_rows=MAX_ROWS, max_cols=30, border=0, show_dimensions=True)
+        except Exception:
+            return head + _pre(repr(value), redact)
+        return head + _scroll(redact(table))
+    if isinstance(value, str):
+        return head + _pre(value, redact)
+    image = _image(value)
+    if image is not None:
+        return head + image
+    text = _json(value)
+    if text is not None:
+        return head + _pre(text, redact)
+    rich = getattr(value, "_repr_html_", None)
+    if callable(rich):
+        try:
+            out = rich()
+        except Exception:
+            out = None
+        if isinstance(out, str) and len(out) <= MAX_TEXT:
+            return head + _scroll(redact(out))
+    return head + _pre(pprint.pformat(value, width=100), redact)
+
+
+def short_value(name: str, value: Any, redact: Redact = _identity, limit: int = 300) -> str:
+    """A compact HTML rendering of an input value (masked when ``name`` looks secret)."""
+    if is_secret_name(name):
+        return esc(MASK)
+    if _module(value) == "pandas" or getattr(value, "shape", None) is not None:
+        return f'<span class="nbflow-muted">{esc(describe(value))}</span>'
+    if isinstance(value, Mapping):
+        value = mask_mapping(value)
+    text = redact(repr(value))
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"<code>{esc(text)}</code>"

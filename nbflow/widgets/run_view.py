@@ -1,0 +1,342 @@
+"""``RunView``: the live view of one run — header, errors, graph, node inspector, Cancel button.
+
+It subscribes to the run's events and redraws at most once per ``nbflow.config.redraw_interval``
+(a burst of events costs one redraw, and the final state is always drawn on RunFinished).
+Events arrive on the loop that executes the run: the kernel's for ``await flow.arun``/``flow.start``,
+a worker thread's for a blocking ``flow.run`` (widget updates from that thread still reach the
+browser; clicks are handled once the cell finishes).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+
+from ..config import config
+from ..engine.events import Event, RunFinished
+from ..engine.states import NodeStatus
+from ..errors import NbflowError
+from .graph_pane import CLICK_JS, NodeLook, SvgTemplate, can_draw, looks, table_html
+from .render import render_value, short_value
+from .secrets import Redactor
+from .style import CSS, SYMBOLS, badge, chip, chips, esc
+from .throttle import Later, Throttle, call_later
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..run import NodeRecord, Run
+    from ..runner import RunHandle
+
+__all__ = ["RunView"]
+
+MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that big is unreadable and slow to lay out
+_MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
+
+
+class RunView(W.VBox):
+    """The live view of a Run (or of the RunHandle of ``flow.start``).
+
+    Parts (public, read-only, for tests and custom layouts): ``header``, ``problems`` (errors at the
+    top, skipped nodes and why), ``graph`` (SVG or table), ``selector`` (every node with its state),
+    ``inspector`` (the chosen node's output, error and traceback, attempts, inputs) and
+    ``cancel_button`` (shown for background runs). ``select(name)`` chooses a node.
+    Inputs whose names look secret are masked (see ``nbflow.widgets.secrets``).
+    """
+
+    def __init__(
+        self,
+        run: Run | RunHandle,
+        *,
+        handle: RunHandle | None = None,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        later: Later = call_later,
+        max_svg_nodes: int = MAX_SVG_NODES,
+    ) -> None:
+        from ..runner import RunHandle
+
+        if isinstance(run, RunHandle):
+            handle, run = run, run.run
+        graph = run.graph
+        if graph is None:
+            raise NbflowError(f"run {run.run_id} has no graph to draw; RunView needs a Run made by Flow.run/arun/start")
+        self.run: Run = run
+        self.handle: RunHandle | None = handle
+        self._graph: Graph = graph
+        self._later = later
+        self._redact = Redactor()
+        self._redact.collect(run.inputs)
+        self._selected: str | None = None
+        self._user_picked = False
+        self._inspected: tuple[Any, ...] | None = None
+        self._ticking = False
+        self._closed = False
+        self._setting = False  # True while the view itself changes the selector (not the user)
+        self._template: SvgTemplate | None = None
+        if can_draw(graph, max_svg_nodes):
+            try:
+                self._template = SvgTemplate.layout(graph)
+            except Exception:  # a broken Graphviz must not break the view: fall back to the table
+                self._template = None
+
+        self.header = W.HTML(layout=W.Layout(margin="0 0 4px 0"))
+        self.problems = W.HTML()
+        self.graph = W.HTML(layout=W.Layout(max_height="520px", overflow="auto"))
+        self.selector = W.Dropdown(description="node", options=[], value=None, layout=W.Layout(width="360px"))
+        self.cancel_button = W.Button(
+            description="Cancel",
+            icon="stop",
+            button_style="danger",
+            tooltip="Cancel the run (finished outputs are kept)",
+        )
+        self.inspector = W.HTML()
+        # Receives node clicks from the SVG (see graph_pane.CLICK_JS); never visible.
+        self._pick = W.Text(layout=W.Layout(display="none"))
+        self._pick.add_class("nbflow-pick")
+        self.cancel_button.on_click(self._cancel)
+        self.selector.observe(self._on_select, names="value")
+        self._pick.observe(self._on_pick, names="value")
+        if handle is None:
+            self.cancel_button.layout.display = "none"
+        bar = W.HBox([self.selector, self.cancel_button], layout=W.Layout(align_items="center"))
+        super().__init__([self.header, self.problems, self.graph, bar, self.inspector, self._pick])
+        self.add_class("nbflow-runview")
+        self.add_class("nbflow-w")
+
+        self.redraws = 0
+        self._throttle = Throttle(
+            self._redraw, config.redraw_interval if interval is None else interval, clock=clock, later=later
+        )
+        self._unsubscribe: Callable[[], None] | None = None
+        if not run.status.finished:
+            self._unsubscribe = run.subscribe(self._on_event)
+        self._redraw()
+
+    # --- public ----------------------------------------------------------------------------------
+    @property
+    def selected(self) -> str | None:
+        """The node shown in the inspector."""
+        return self._selected
+
+    def select(self, node: str) -> None:
+        """Show ``node`` in the inspector (as if the user picked it)."""
+        if node not in self._graph.nodes:
+            from ..errors import UnknownNodeError
+
+            raise UnknownNodeError(node, self._graph.nodes)
+        self._user_picked = True
+        self._set_selected(node)
+
+    def close(self) -> None:
+        """Stop following the run and close the widgets."""
+        self._closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._throttle.cancel()
+        for child in (self.header, self.problems, self.graph, self.selector, self.cancel_button):
+            child.close()
+        self.inspector.close()
+        self._pick.close()
+        super().close()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = repr(self.run)  # what text-only front ends (and nbval) see
+        return bundle
+
+    # --- events ----------------------------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        if self._closed:
+            return
+        if isinstance(event, RunFinished):
+            self._throttle.cancel()
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            self._throttle.flush()
+            return
+        self._throttle.poke()
+        if not self._ticking:  # the elapsed time moves even when no event arrives
+            self._ticking = True
+            self._later(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self._closed or self.run.status.finished:
+            self._ticking = False
+            return
+        self.header.value = self._header_html()
+        self._later(1.0, self._tick)
+
+    # --- drawing ---------------------------------------------------------------------------------
+    def _redraw(self) -> None:
+        self.redraws += 1
+        run = self.run
+        if not self._user_picked:
+            self._auto_select()
+        node_looks = looks(self._graph, run, self._selected, self._redact)
+        with self.hold_sync():
+            self.header.value = self._header_html()
+            self.problems.value = self._problems_html()
+            self.graph.value = self._graph_html(node_looks)
+            self._update_selector()
+            if run.status.finished:
+                self.cancel_button.layout.display = "none"
+            self._refresh_inspector()
+
+    def _header_html(self) -> str:
+        run = self.run
+        elapsed = run.duration
+        when = f"{elapsed:.2f}s" if elapsed is not None else "not started"
+        total = len(run.nodes)
+        done = sum(1 for r in run.nodes.values() if r.status.finished)
+        return (
+            f'{CSS}<div class="nbflow-w">{badge(run.status)} <b>{esc(run.flow)}</b> '
+            f'<span class="nbflow-muted">run {esc(run.run_id)} · {when} · {done}/{total} done</span> '
+            f"&nbsp;{chips(run.counts())}</div>"
+        )
+
+    def _problems_html(self) -> str:
+        failed = [r for r in self.run.nodes.values() if r.status is NodeStatus.FAILED]
+        lines: list[str] = []
+        for rec in failed[:_MAX_LISTED]:
+            msg = self._redact(f"{rec.error_type}: {rec.error}")
+            first = msg.splitlines()[0] if msg else ""
+            lines.append(f'<div class="nbflow-err">{chip("failed", rec.name)} {esc(first[:300])}</div>')
+        if len(failed) > _MAX_LISTED:
+            lines.append(f'<div class="nbflow-err">… and {len(failed) - _MAX_LISTED} more failed nodes</div>')
+        groups: dict[tuple[str, str], list[str]] = {}
+        for rec in self.run.nodes.values():
+            if rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
+                groups.setdefault((rec.status.value, rec.skip_reason or ""), []).append(rec.name)
+        for (status, reason), names in list(groups.items())[:_MAX_LISTED]:
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            lines.append(
+                f"<div>{chip(status, f'{len(names)} {status}')} {esc(shown)}"
+                f'<span class="nbflow-muted"> — {esc(self._redact(reason))}</span></div>'
+            )
+        return f'<div class="nbflow-w">{"".join(lines)}</div>' if lines else ""
+
+    def _graph_html(self, node_looks: dict[str, NodeLook]) -> str:
+        if self._template is not None:
+            body = self._template.render(node_looks)
+        else:
+            body = table_html(self._graph, self.run, node_looks)
+        return f'<div class="nbflow-graph nbflow-w" onclick="{CLICK_JS}">{body}</div>'
+
+    def _update_selector(self) -> None:
+        options = []
+        for name in self._graph.nodes:
+            rec = self.run.nodes.get(name)
+            state = rec.status.value if rec is not None else "not in run"
+            options.append((f"{SYMBOLS.get(state, '·')} {name} — {state}", name))
+        if options != list(self.selector.options):
+            self._setting = True
+            try:
+                self.selector.options = options
+                self.selector.value = self._selected
+            finally:
+                self._setting = False
+
+    def _auto_select(self) -> None:
+        """Until the user picks a node, show the first failure, or the last node once the run is over."""
+        run = self.run
+        first_failed = next((n for n, r in run.nodes.items() if r.status is NodeStatus.FAILED), None)
+        if first_failed is not None:
+            self._selected = first_failed
+        elif run.status.finished and run.nodes:
+            self._selected = next(reversed(run.nodes))
+
+    def _set_selected(self, node: str | None) -> None:
+        self._selected = node
+        self._setting = True
+        try:
+            self.selector.value = node
+        finally:
+            self._setting = False
+        self.graph.value = self._graph_html(looks(self._graph, self.run, self._selected, self._redact))
+        self._refresh_inspector()
+
+    def _on_select(self, change: dict[str, Any]) -> None:
+        if self._setting or change["new"] is None:
+            return
+        self._user_picked = True
+        self._set_selected(change["new"])
+
+    def _on_pick(self, change: dict[str, Any]) -> None:
+        name = str(change["new"]).split("|", 1)[0]
+        if name in self._graph.nodes:
+            self._user_picked = True
+            self._set_selected(name)
+
+    def _cancel(self, _button: Any = None) -> None:
+        if self.handle is None or self.run.status.finished:
+            return
+        self.cancel_button.disabled = True
+        self.cancel_button.description = "Cancelling…"
+        self.handle.cancel()
+
+    # --- the inspector ---------------------------------------------------------------------------
+    def _refresh_inspector(self) -> None:
+        name = self._selected
+        rec = self.run.nodes.get(name) if name is not None else None
+        key = (name, rec.status if rec else None, len(rec.attempts) if rec else 0)
+        if key == self._inspected:
+            return
+        self._inspected = key
+        self.inspector.value = self._inspector_html(name, rec)
+
+    def _inspector_html(self, name: str | None, rec: NodeRecord | None) -> str:
+        if name is None:
+            return '<div class="nbflow-w nbflow-muted">Choose a node above (or click it in the graph) to see its output.</div>'
+        parts = [f"<h4 style='margin:6px 0'>{esc(name)} &nbsp;"]
+        g = self._graph.nodes[name]
+        if rec is None:
+            parts.append('<span class="nbflow-muted">not part of this run</span></h4>')
+            return f'<div class="nbflow-w">{"".join(parts)}</div>'
+        parts.append(chip(rec.status.value))
+        if rec.duration is not None:
+            parts.append(f' <span class="nbflow-muted">{rec.duration:.3f}s</span>')
+        parts.append("</h4>")
+        doc = g.spec.doc.strip()
+        if doc:
+            parts.append(f'<div class="nbflow-muted">{esc(doc.splitlines()[0])}</div>')
+        redact = self._redact
+        self._redact.collect({k: v for k, v in rec.inputs.items()})
+        if rec.status is NodeStatus.FAILED:
+            parts.append(f'<div class="nbflow-err"><b>{esc(redact(f"{rec.error_type}: {rec.error}"))}</b></div>')
+            if rec.traceback:
+                parts.append(f"<pre>{esc(redact(rec.traceback))}</pre>")
+        elif rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
+            parts.append(f"<div>{esc(rec.status.value)}: {esc(redact(rec.skip_reason or ''))}</div>")
+        elif rec.status is NodeStatus.PENDING:
+            waiting = [u for u in g.upstream if u in self.run.nodes and not self.run.nodes[u].status.finished]
+            why = f"waiting for {', '.join(waiting)}" if waiting else "waiting to start"
+            parts.append(f'<div class="nbflow-muted">not started: {esc(why)}</div>')
+        elif rec.status is NodeStatus.RUNNING:
+            parts.append('<div class="nbflow-muted">running…</div>')
+        if rec.status is NodeStatus.SUCCEEDED:
+            note = " (overridden: injected, not run)" if rec.overridden else ""
+            parts.append(f"<div><b>output</b>{esc(note)}</div>{render_value(rec.output, redact)}")
+        if rec.attempts:
+            t0 = self.run.started_at or rec.attempts[0].started_at
+            rows = "".join(
+                f"<tr><td>{a.number}</td><td>+{a.started_at - t0:.3f}s</td>"
+                f"<td>{'' if a.duration is None else f'{a.duration:.3f}s'}</td>"
+                f"<td>{'' if a.error is None else esc(redact(f'{type(a.error).__name__}: {a.error}'))[:200]}</td></tr>"
+                for a in rec.attempts
+            )
+            parts.append(
+                "<div><b>attempts</b></div><table><tr><th>#</th><th>started</th><th>took</th><th>error</th></tr>"
+                f"{rows}</table>"
+            )
+        if rec.inputs:
+            rows = "".join(
+                f"<tr><td>{esc(k)}</td><td>{short_value(k, v, redact)}</td></tr>" for k, v in rec.inputs.items()
+            )
+            parts.append(f"<div><b>inputs</b></div><table>{rows}</table>")
+        return f'<div class="nbflow-w">{"".join(parts)}</div>'
