@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..graph import Graph
     from ..run import Run
 
-__all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "looks", "table_html"]
+__all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "table_html"]
 
 # One delegated click handler on the graph's wrapper: a click on a node writes "<name>|<time>" into the
 # view's hidden text box and fires 'change', which ipywidgets syncs to the kernel like typed text.
@@ -50,11 +50,19 @@ class NodeLook:
     selected: bool = False
 
 
-def looks(graph: Graph, run: Run, selected: str | None, redact: Redactor) -> dict[str, NodeLook]:
+def first_doc_lines(graph: Graph) -> dict[str, str]:
+    """The first line of each node's docstring (computed once per view: ``inspect.getdoc`` is slow)."""
+    return {name: (g.spec.doc.splitlines() or [""])[0] for name, g in graph.nodes.items()}
+
+
+def looks(
+    graph: Graph, run: Run, selected: str | None, redact: Redactor, docs: Mapping[str, str]
+) -> dict[str, NodeLook]:
     """The look of every node of ``graph`` for the current state of ``run``."""
     out: dict[str, NodeLook] = {}
-    for name, g in graph.nodes.items():
-        rec = run.nodes.get(name)
+    records = run.nodes
+    for name in graph.nodes:
+        rec = records.get(name)
         if rec is None:
             out[name] = NodeLook(None, f"{name}: not part of this run", name == selected)
             continue
@@ -63,7 +71,7 @@ def looks(graph: Graph, run: Run, selected: str | None, redact: Redactor) -> dic
         elif rec.skip_reason:
             tip = f"{name} {rec.status.value}: {rec.skip_reason}"
         else:
-            doc = (g.spec.doc.splitlines() or [""])[0]
+            doc = docs.get(name, "")
             tip = f"{name}: {rec.status.value}" + (f" — {doc}" if doc else "")
         out[name] = NodeLook(rec.status, redact(tip[:300]), name == selected)
     return out
@@ -137,23 +145,30 @@ def _fill(name: str, block: str, look: NodeLook) -> str:
     ).replace("\x00P\x00", paint).replace("\x00S\x00", esc(label))
 
 
-def table_html(graph: Graph, run: Run, node_looks: Mapping[str, NodeLook], max_rows: int = 60) -> str:
+def table_html(graph: Graph, run: Run, selected: str | None, redact: Redactor, max_rows: int = 60) -> str:
     """The graph as a table (no ``dot``, or too many nodes to draw): state, node, fed by, time, note."""
+    records = run.nodes
     names = list(graph.nodes)
     if len(names) > max_rows:  # what needs attention first, then the flow's order
         urgent = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}
-        names.sort(key=lambda n: urgent.get(node_looks[n].status or NodeStatus.PENDING, 9))
+
+        def rank(n: str) -> int:
+            rec = records.get(n)
+            return urgent.get(rec.status, 9) if rec is not None else 10
+
+        names.sort(key=rank)
     rows = []
     for name in names[:max_rows]:
-        look = node_looks[name]
-        rec = run.nodes.get(name)
-        state = chip(look.status.value) if look.status is not None else '<span class="nbflow-muted">not in run</span>'
+        rec = records.get(name)
+        state = chip(rec.status.value) if rec is not None else '<span class="nbflow-muted">not in run</span>'
         feeds = ", ".join(d.source if d.is_node else f"‹{d.source}›" for d in graph.nodes[name].deps)
         dur = f"{rec.duration:.3f}s" if rec is not None and rec.duration is not None else ""
         note = ""
-        if look.status in (NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED):
-            note = esc(look.tooltip.split(": ", 1)[-1])
-        sel = ' style="outline:2px solid #1c7ed6"' if look.selected else ""
+        if rec is not None and rec.error is not None:
+            note = esc(redact(f"{type(rec.error).__name__}: {rec.error}"[:300]))
+        elif rec is not None and rec.skip_reason:
+            note = esc(redact(rec.skip_reason))
+        sel = ' style="outline:2px solid #1c7ed6"' if name == selected else ""
         rows.append(
             f'<tr class="nbflow-node" id="node-{name}"{sel}><td>{state}</td><td><b>{esc(name)}</b></td>'
             f"<td>{esc(feeds)}</td><td>{dur}</td><td>{note}</td></tr>"

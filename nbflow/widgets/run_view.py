@@ -19,7 +19,7 @@ from ..config import config
 from ..engine.events import Event, RunFinished
 from ..engine.states import NodeStatus
 from ..errors import NbflowError
-from .graph_pane import CLICK_JS, NodeLook, SvgTemplate, can_draw, looks, table_html
+from .graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, table_html
 from .render import render_value, short_value
 from .secrets import Redactor
 from .style import CSS, SYMBOLS, badge, chip, chips, esc
@@ -76,11 +76,15 @@ class RunView(W.VBox):
         self._closed = False
         self._setting = False  # True while the view itself changes the selector (not the user)
         self._template: SvgTemplate | None = None
+        self._docs: dict[str, str] = {}
         if can_draw(graph, max_svg_nodes):
             try:
                 self._template = SvgTemplate.layout(graph)
+                self._docs = first_doc_lines(graph)
             except Exception:  # a broken Graphviz must not break the view: fall back to the table
                 self._template = None
+        # Big graphs list plain names (set once); small ones show each node's state in the selector.
+        self._live_labels = self._template is not None
 
         self.header = W.HTML(layout=W.Layout(margin="0 0 4px 0"))
         self.problems = W.HTML()
@@ -111,9 +115,16 @@ class RunView(W.VBox):
             self._redraw, config.redraw_interval if interval is None else interval, clock=clock, later=later
         )
         self._unsubscribe: Callable[[], None] | None = None
-        if not run.status.finished:
+        if not self._live_labels:
+            self._set_options([(name, name) for name in graph.nodes])
+        if run.status.finished:
+            self._redraw()
+        else:
+            # Only the header now: the first event's poke draws the rest within one interval, and a run
+            # that ends sooner is drawn once, by the final redraw (a big graph is costly to draw twice).
+            self.header.value = self._header_html()
+            self.graph.value = '<div class="nbflow-muted nbflow-w">starting…</div>'
             self._unsubscribe = run.subscribe(self._on_event)
-        self._redraw()
 
     # --- public ----------------------------------------------------------------------------------
     @property
@@ -178,12 +189,14 @@ class RunView(W.VBox):
         run = self.run
         if not self._user_picked:
             self._auto_select()
-        node_looks = looks(self._graph, run, self._selected, self._redact)
         with self.hold_sync():
             self.header.value = self._header_html()
             self.problems.value = self._problems_html()
-            self.graph.value = self._graph_html(node_looks)
-            self._update_selector()
+            self.graph.value = self._graph_html()
+            if self._live_labels:
+                self._update_selector()
+            elif self.selector.value != self._selected:
+                self._set_options(None)
             if run.status.finished:
                 self.cancel_button.layout.display = "none"
             self._refresh_inspector()
@@ -221,11 +234,11 @@ class RunView(W.VBox):
             )
         return f'<div class="nbflow-w">{"".join(lines)}</div>' if lines else ""
 
-    def _graph_html(self, node_looks: dict[str, NodeLook]) -> str:
+    def _graph_html(self) -> str:
         if self._template is not None:
-            body = self._template.render(node_looks)
+            body = self._template.render(looks(self._graph, self.run, self._selected, self._redact, self._docs))
         else:
-            body = table_html(self._graph, self.run, node_looks)
+            body = table_html(self._graph, self.run, self._selected, self._redact)
         return f'<div class="nbflow-graph nbflow-w" onclick="{CLICK_JS}">{body}</div>'
 
     def _update_selector(self) -> None:
@@ -235,12 +248,19 @@ class RunView(W.VBox):
             state = rec.status.value if rec is not None else "not in run"
             options.append((f"{SYMBOLS.get(state, '·')} {name} — {state}", name))
         if options != list(self.selector.options):
-            self._setting = True
-            try:
+            self._set_options(options)
+        elif self.selector.value != self._selected:
+            self._set_options(None)
+
+    def _set_options(self, options: list[tuple[str, str]] | None) -> None:
+        """Set the selector's options (None: keep them) and its value, without it counting as a user pick."""
+        self._setting = True
+        try:
+            if options is not None:
                 self.selector.options = options
-                self.selector.value = self._selected
-            finally:
-                self._setting = False
+            self.selector.value = self._selected
+        finally:
+            self._setting = False
 
     def _auto_select(self) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""
@@ -258,7 +278,7 @@ class RunView(W.VBox):
             self.selector.value = node
         finally:
             self._setting = False
-        self.graph.value = self._graph_html(looks(self._graph, self.run, self._selected, self._redact))
+        self.graph.value = self._graph_html()
         self._refresh_inspector()
 
     def _on_select(self, change: dict[str, Any]) -> None:
