@@ -204,7 +204,10 @@ class RunView(W.VBox):
     def _header_html(self) -> str:
         run = self.run
         elapsed = run.duration
-        when = f"{elapsed:.2f}s" if elapsed is not None else "not started"
+        if elapsed is None:
+            when = "not started"
+        else:
+            when = f"{elapsed * 1000:.0f} ms" if elapsed < 1 else f"{elapsed:.1f} s"
         total = len(run.nodes)
         done = sum(1 for r in run.nodes.values() if r.status.finished)
         return (

@@ -1,0 +1,230 @@
+"""The run view in a real browser: JupyterLab + headless Chromium (Playwright), end to end.
+
+Starts JupyterLab on 127.0.0.1 (random free port, random token) in a temporary folder, opens a
+notebook that runs a flow with a failing node, runs all cells, and checks in the page that the graph
+is drawn with the right colours, that clicking a node in the graph selects it, and that the
+inspector shows an output and a traceback. Saves a screenshot to docs/img/run_widget.png and
+tests/artifacts/. Run it alone with ``pytest -m browser``.
+
+Needs ``/usr/bin/chromium`` (or $NBFLOW_CHROMIUM) and the ``browser`` extra (jupyterlab,
+playwright; never ``playwright install``). Without Chromium the test is skipped, except when
+NEED_BROWSER=1 (CI), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("NBFLOW_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+FAILED_FILL = "rgb(255, 201, 201)"  # STATE_COLORS[FAILED] #ffc9c9
+SUCCEEDED_FILL = "rgb(211, 249, 216)"  # #d3f9d8
+
+NOTEBOOK_CELLS = [
+    "import pandas as pd\nimport nbflow as nf\n\nflow = nf.Flow('shop')",
+    '''@flow.node
+def orders(n: int) -> pd.DataFrame:
+    """Load the orders."""
+    return pd.DataFrame({"item": [f"item{i}" for i in range(n)], "price": [1.5 * i for i in range(n)]})
+
+
+@flow.node
+def revenue(orders: pd.DataFrame) -> float:
+    return float(orders["price"].sum())
+
+
+@flow.node
+def report(revenue: float, orders: pd.DataFrame) -> str:
+    raise ValueError(f"report template missing for revenue {revenue}")
+
+
+@flow.node
+def email(report: str) -> str:
+    return report''',
+    "run = flow.run(n=5)",
+]
+
+
+def _missing_prerequisite() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEED_BROWSER=1 ./scripts/bootstrap.sh)"
+    for module in ("playwright", "jupyterlab"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed (pip install -e '.[browser]')"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return bytes(r.read())
+
+
+@pytest.fixture
+def lab(tmp_path: Path):
+    """A JupyterLab server on 127.0.0.1 serving tmp_path; yields (base url, token); always shut down."""
+    missing = _missing_prerequisite()
+    if missing:
+        if os.environ.get("NEED_BROWSER") == "1":
+            pytest.fail(f"NEED_BROWSER=1 but {missing}")
+        pytest.skip(missing)
+    port, token = _free_port(), secrets.token_hex(16)
+    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"checkForUpdates": False, "fetchNews": "false"})
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(tmp_path / "settings")
+    env["JUPYTERLAB_WORKSPACES_DIR"] = str(tmp_path / "workspaces")
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    log = (tmp_path / "jlab.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            "--allow-root",
+            f"--ServerApp.root_dir={work}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _get(f"{base}/api/status?token={token}")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"JupyterLab did not start: {(tmp_path / 'jlab.log').read_text()[-2000:]}") from None
+                time.sleep(0.3)
+        yield base, token, work
+    finally:
+        try:  # shut the notebook kernels down, then the server
+            for sess in json.loads(_get(f"{base}/api/sessions?token={token}")):
+                req = urllib.request.Request(f"{base}/api/sessions/{sess['id']}?token={token}", method="DELETE")
+                urllib.request.urlopen(req, timeout=5).close()
+        except OSError:
+            pass
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.mark.browser
+def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, token, work = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, work / "inspect.ipynb")
+    shots = [ROOT / "docs" / "img" / "run_widget.png", ROOT / "tests" / "artifacts" / "run_widget.png"]
+    for shot in shots:
+        shot.parent.mkdir(parents=True, exist_ok=True)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 1000})
+            page.goto(f"{base}/lab/tree/inspect.ipynb?reset&token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_function(
+                """() => { const a = window.jupyterapp; if (!a) return false;
+                const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
+                  && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
+                timeout=60_000,
+            )
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            view = page.locator(".nbflow-runview").first
+            # the final state: the header says FAILED once the run is over
+            page.wait_for_selector(".nbflow-runview .nbflow-badge-failed", timeout=60_000)
+            page.wait_for_selector(".nbflow-runview svg g.nbflow-node.nbflow-failed", timeout=30_000)
+
+            def fill(node: str) -> str:
+                return str(
+                    view.locator(f"svg g#node-{node} path").first.evaluate("e => getComputedStyle(e).fill")
+                )
+
+            assert fill("report") == FAILED_FILL
+            for node in ("orders", "revenue"):
+                assert fill(node) == SUCCEEDED_FILL
+            assert "nbflow-skipped" in (view.locator("svg g#node-email").get_attribute("class") or "")
+            assert "report template missing" in view.locator(".nbflow-err").first.inner_text()
+
+            # the failed node is pre-selected: its traceback is shown
+            page.wait_for_function(
+                "() => document.querySelector('.nbflow-runview').innerText.includes('Traceback (most recent call last)')",
+                timeout=20_000,
+            )
+            text = view.inner_text()
+            assert "ValueError: report template missing for revenue 15.0" in text
+            assert "in report" in text
+
+            # clicking a node in the SVG selects it: its output (a DataFrame) is shown as a table
+            view.locator("svg g#node-orders").click()
+            page.wait_for_function(
+                "() => document.querySelector('.nbflow-runview table.dataframe') !== null", timeout=20_000
+            )
+            assert "item4" in view.locator("table.dataframe").inner_text()
+            assert "nbflow-selected" in (view.locator("svg g#node-orders").get_attribute("class") or "")
+
+            # back to the failure through the selector, for the screenshot
+            view.locator("select").select_option(label="✗ report — failed")
+            page.wait_for_function(
+                "() => document.querySelector('.nbflow-runview').innerText.includes('Traceback')", timeout=20_000
+            )
+            time.sleep(0.3)
+            view.scroll_into_view_if_needed()
+            for shot in shots:
+                view.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert shots[0].stat().st_size > 10_000
