@@ -139,7 +139,9 @@ def lab(tmp_path: Path):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start: {(tmp_path / 'jlab.log').read_text()[-2000:]}") from None
+                    raise RuntimeError(
+                        f"JupyterLab did not start: {(tmp_path / 'jlab.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.3)
         yield base, token, work
     finally:
@@ -189,9 +191,7 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             page.wait_for_selector(".nbflow-runview svg g.nbflow-node.nbflow-failed", timeout=30_000)
 
             def fill(node: str) -> str:
-                return str(
-                    view.locator(f"svg g#node-{node} path").first.evaluate("e => getComputedStyle(e).fill")
-                )
+                return str(view.locator(f"svg g#node-{node} path").first.evaluate("e => getComputedStyle(e).fill"))
 
             assert fill("report") == FAILED_FILL
             for node in ("orders", "revenue"):

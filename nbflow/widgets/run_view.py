@@ -204,10 +204,7 @@ class RunView(W.VBox):
     def _header_html(self) -> str:
         run = self.run
         elapsed = run.duration
-        if elapsed is None:
-            when = "not started"
-        else:
-            when = f"{elapsed * 1000:.0f} ms" if elapsed < 1 else f"{elapsed:.1f} s"
+        when = _elapsed(elapsed) if elapsed is not None else "not started"
         total = len(run.nodes)
         done = sum(1 for r in run.nodes.values() if r.status.finished)
         return (
@@ -363,3 +360,7 @@ class RunView(W.VBox):
             )
             parts.append(f"<div><b>inputs</b></div><table>{rows}</table>")
         return f'<div class="nbflow-w">{"".join(parts)}</div>'
+
+
+def _elapsed(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
