@@ -41,9 +41,9 @@ def auto_show(run: Run, handle: RunHandle | None = None, show: bool | None = Non
         return
     if not in_kernel():
         if show:
-            from .progress import TextProgress
+            from .run_progress import RunTextProgress
 
-            run.subscribe(TextProgress(run))
+            run.subscribe(RunTextProgress(run))
         return
     try:
         from IPython.display import display

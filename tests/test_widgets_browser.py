@@ -42,7 +42,7 @@ FAILED_FILL = "rgb(255, 201, 201)"  # STATE_COLORS[FAILED] #ffc9c9
 SUCCEEDED_FILL = "rgb(211, 249, 216)"  # #d3f9d8
 
 NOTEBOOK_CELLS = [
-    "import pandas as pd\nimport nbflow as nf\n\nflow = nf.Flow('shop')",
+    "import asyncio\nimport time\n\nimport pandas as pd\nimport nbflow as nf\n\nflow = nf.Flow('shop')",
     '''@flow.node
 def orders(n: int) -> pd.DataFrame:
     """Load the orders."""
@@ -51,6 +51,7 @@ def orders(n: int) -> pd.DataFrame:
 
 @flow.node
 def revenue(orders: pd.DataFrame) -> float:
+    time.sleep(2)  # long enough to see it running, live, in the browser
     return float(orders["price"].sum())
 
 
@@ -63,6 +64,21 @@ def report(revenue: float, orders: pd.DataFrame) -> str:
 def email(report: str) -> str:
     return report''',
     "run = flow.run(n=5)",
+    """bg = nf.Flow("background")
+
+
+@bg.node
+async def wait_long() -> int:
+    await asyncio.sleep(120)
+    return 1
+
+
+@bg.node
+def after(wait_long: int) -> int:
+    return wait_long
+
+
+handle = bg.start()""",
 ]
 
 
@@ -184,8 +200,12 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
                   && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
                 timeout=60_000,
             )
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            # not awaited: the command's promise resolves only once every cell has run
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             view = page.locator(".nbflow-runview").first
+            # live: flow.run executes in a worker thread, and its redraws reach the browser while it runs
+            page.wait_for_selector(".nbflow-runview svg g#node-revenue.nbflow-running", timeout=60_000)
+            assert "nbflow-succeeded" in (view.locator("svg g#node-orders").get_attribute("class") or "")
             # the final state: the header says FAILED once the run is over
             page.wait_for_selector(".nbflow-runview .nbflow-badge-failed", timeout=60_000)
             page.wait_for_selector(".nbflow-runview svg g.nbflow-node.nbflow-failed", timeout=30_000)
@@ -225,6 +245,14 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             view.scroll_into_view_if_needed()
             for shot in shots:
                 view.screenshot(path=str(shot))
+
+            # a background run (flow.start) has a Cancel button that works while the notebook is idle
+            bg_view = page.locator(".nbflow-runview").nth(1)
+            page.wait_for_selector(".nbflow-runview svg g#node-wait_long.nbflow-running", timeout=30_000)
+            bg_view.locator("button", has_text="Cancel").click()
+            page.wait_for_selector(".nbflow-runview .nbflow-badge-cancelled", timeout=20_000)
+            assert "nbflow-cancelled" in (bg_view.locator("svg g#node-wait_long").get_attribute("class") or "")
+            assert bg_view.locator("button", has_text="Cancel").is_hidden()
         finally:
             browser.close()
     assert shots[0].stat().st_size > 10_000

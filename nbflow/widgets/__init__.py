@@ -1,7 +1,7 @@
-"""The notebook UI: the only package that imports ipywidgets / IPython.display.
+"""Notebook front ends: the only package that imports ipywidgets (lazily, inside its modules).
 
-``RunView`` is the live view of one run; ``style`` holds the shared look (state colours, chips)
-that other displays (batch progress) reuse.
+``RunView`` (``run_view.py``) is the live view of one run; ``style.py`` holds the shared look (state
+colours from ``nbflow.view.STATE_COLORS``, chips, badges) for every display, batch progress included.
 """
 
 from .run_view import RunView as RunView

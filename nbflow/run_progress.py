@@ -15,11 +15,11 @@ from typing import TextIO
 from .engine.events import Event, NodeFailed, RunFinished
 from .run import Run
 
-__all__ = ["TextProgress"]
+__all__ = ["RunTextProgress"]
 
 
-class TextProgress:
-    """Subscribe with ``run.subscribe(TextProgress(run))``; see the module docstring for what it prints."""
+class RunTextProgress:
+    """Subscribe with ``run.subscribe(RunTextProgress(run))``; see the module docstring for what it prints."""
 
     def __init__(
         self,
