@@ -58,6 +58,8 @@ class Plan:
     nodes: tuple[str, ...]
     overridden: frozenset[str]
     inputs: frozenset[str]
+    waiting: Mapping[str, int]
+    """For each node to execute: how many planned upstreams it waits for (copied per run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,14 @@ class Graph:
         if missing:
             hints = {k: _suggest(k, self.nodes).replace("did you mean", "a node is named", 1) for k in missing}
             raise MissingInputError(missing, {k: v for k, v in hints.items() if v})
-        return Plan(order, overridden, frozenset(given))
+        planned = set(order)
+        waiting = {
+            n: sum(1 for u in self.nodes[n].upstream if u in planned)
+            if needed is not self.nodes
+            else len(self.nodes[n].upstream)
+            for n in running
+        }
+        return Plan(order, overridden, frozenset(given), waiting)
 
     def _sinks(self) -> list[str]:
         return [n for n, g in self.nodes.items() if not g.downstream]
