@@ -18,13 +18,17 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+NBVAL := --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
+
 unit: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest tests
 
 notebooks: setup
-	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
+	$(VENV)/bin/pytest $(NBVAL) notebooks
 
-test: lint typecheck unit notebooks
+# One pytest session for everything, so its closing line counts every test.
+test: lint typecheck
+	$(VENV)/bin/pytest $(NBVAL) tests notebooks
 
 bench: setup
 	$(PY) benchmarks/engine_overhead.py

@@ -59,7 +59,8 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
         adapter = None
     if adapter is None:
         return None
-    validate = adapter.validate_python
+    # The core validator directly: TypeAdapter.validate_python adds a wrapper layer per call.
+    validate = getattr(adapter, "validator", adapter).validate_python
     expected = hint_text(hint)
 
     def check(value: Any) -> Any:

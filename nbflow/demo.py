@@ -18,7 +18,7 @@ DOCS = {
 @flow.node
 def retrieve(question: str, k: int = 2) -> list[str]:
     """Rank the embedded documents by words shared with the question."""
-    words = set(question.lower().replace("?", "").split())
+    words = set(question.lower().replace("?", "").split()) - {"why", "is", "the", "a"}
     scored = sorted(DOCS.values(), key=lambda d: -len(words & set(d.lower().split())))
     return scored[:k]
 

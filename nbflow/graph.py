@@ -58,6 +58,8 @@ class Plan:
     nodes: tuple[str, ...]
     overridden: frozenset[str]
     inputs: frozenset[str]
+    waiting: Mapping[str, int]
+    """For each node to execute: how many planned upstreams it waits for (copied per run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,14 @@ class Graph:
         if missing:
             hints = {k: _suggest(k, self.nodes).replace("did you mean", "a node is named", 1) for k in missing}
             raise MissingInputError(missing, {k: v for k, v in hints.items() if v})
-        return Plan(order, overridden, frozenset(given))
+        planned = set(order)
+        waiting = {
+            n: sum(1 for u in self.nodes[n].upstream if u in planned)
+            if needed is not self.nodes
+            else len(self.nodes[n].upstream)
+            for n in running
+        }
+        return Plan(order, overridden, frozenset(given), waiting)
 
     def _sinks(self) -> list[str]:
         return [n for n, g in self.nodes.items() if not g.downstream]
@@ -200,17 +209,21 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
         raise CycleError(find_cycle(upstream, [n for n in order if indegree[n] > 0]))
 
     nodes: dict[str, GNode] = {}
+    hints = {n: hints_of(specs[n].func) for n in topo} if validate else {}
     for n in topo:
         spec = specs[n]
         checks: list[tuple[str, Validator]] = []
         check_return = None
         if validate:
-            hints = hints_of(spec.func)
             for p in spec.params:
-                v = make_validator(hints.get(p.name), n, p.name)
+                hint = hints[n].get(p.name)
+                # A value from a node whose return hint is the same was validated on the way out.
+                if p.source in specs and "return" in hints[p.source] and hints[p.source]["return"] == hint:
+                    continue
+                v = make_validator(hint, n, p.name)
                 if v is not None:
                     checks.append((p.name, v))
-            check_return = make_validator(hints.get("return"), n, "return")
+            check_return = make_validator(hints[n].get("return"), n, "return")
         nodes[n] = GNode(
             spec=spec,
             deps=deps[n],

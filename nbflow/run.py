@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._missing import MISSING
 from .engine.events import Event, RunFinished
-from .engine.states import NodeStatus, RunStatus, check_node_transition, check_run_transition
+from .engine.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
 from .errors import NbflowWarning, NodeOutputError, RunFailedError, UnknownNodeError
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ class NodeRecord:
         self.overridden = False
 
     def _to(self, new: NodeStatus) -> None:
-        check_node_transition(self.name, self.status, new)
+        if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
+            check_node_transition(self.name, self.status, new)
         self.status = new
 
     @property

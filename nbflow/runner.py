@@ -69,6 +69,7 @@ def run_blocking(make: Callable[[], Awaitable[Run]], run: Run) -> Run:
 
     box: dict[str, Any] = {}
     scope_ready = threading.Event()
+    done = threading.Event()
 
     async def main_in_thread() -> None:
         with anyio.CancelScope() as scope:
@@ -84,21 +85,25 @@ def run_blocking(make: Callable[[], Awaitable[Run]], run: Run) -> Run:
             box["error"] = exc
         finally:
             scope_ready.set()
+            done.set()
 
     # Copy the context: ipykernel routes prints and widget updates by the cell's parent header.
     ctx = contextvars.copy_context()
     thread = threading.Thread(target=ctx.run, args=(target,), name=f"nbflow-run-{run.run_id}", daemon=True)
     thread.start()
+    # Wait on an Event in short slices, not on thread.join(): an interrupted join() marks a live
+    # thread as stopped on Python 3.11 (bpo-45274's fix), so it would not be waited for again.
     try:
-        while thread.is_alive():
-            thread.join(0.1)  # short joins: the interrupt's KeyboardInterrupt lands between them
+        while not done.wait(0.1):
+            pass
     except KeyboardInterrupt as exc:
         scope_ready.wait()
-        if "scope" in box and thread.is_alive():
+        if "scope" in box and not done.is_set():
             try:
                 anyio.from_thread.run_sync(box["scope"].cancel, token=box["token"])
             except RuntimeError:
                 pass  # the loop closed between the check and the call: the run is over anyway
+        done.wait()
         thread.join()
         raise RunInterrupted(run) from exc
     if "error" in box:

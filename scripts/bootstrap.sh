@@ -36,11 +36,16 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 stamp="$VENV/.nbflow-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  if ! "$VENV/bin/python" -m uv --version >/dev/null 2>&1; then
-    "$VENV/bin/python" -m pip install -q uv || true
+  # uv installs the stack in seconds; plain pip is the fallback.
+  if command -v uv >/dev/null 2>&1; then
+    UV=(uv)
+  else
+    "$VENV/bin/python" -m pip --version >/dev/null 2>&1 || "$VENV/bin/python" -m ensurepip -q >/dev/null 2>&1 || true
+    "$VENV/bin/python" -m uv --version >/dev/null 2>&1 || "$VENV/bin/python" -m pip install -q uv >/dev/null 2>&1 || true
+    UV=("$VENV/bin/python" -m uv)
   fi
-  if "$VENV/bin/python" -m uv --version >/dev/null 2>&1; then
-    "$VENV/bin/python" -m uv pip install -q --python "$VENV/bin/python" -e '.[dev,browser]'
+  if "${UV[@]}" --version >/dev/null 2>&1; then
+    "${UV[@]}" pip install -q --python "$VENV/bin/python" -e '.[dev,browser]'
   else
     "$VENV/bin/python" -m pip install -q -e '.[dev,browser]'
   fi

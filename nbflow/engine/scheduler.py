@@ -73,27 +73,24 @@ class _Scheduler:
 
     # --- bookkeeping -------------------------------------------------------------------------
     def start(self) -> None:
-        for name in self.graph.nodes:
-            if name in self.overrides and name in self.planned:
-                rec = self.records[name]
-                rec._to(NodeStatus.SUCCEEDED)
-                rec.output = self.overrides[name]
-                rec.overridden = True
-                rec.started_at = rec.finished_at = time.time()
-                if self.run._subscribers:
-                    self.run._emit(
-                        NodeSucceeded(
-                            run_id=self.run.run_id,
-                            time=rec.finished_at,
-                            node=name,
-                            duration=0.0,
-                            overridden=True,
-                        )
-                    )
-                self.resolved(name)
         for name, count in self.waiting.items():
-            if count == 0 and self.records[name].status is NodeStatus.PENDING:
+            if count == 0:
                 self.ready.append(name)
+        for name in self.overrides:
+            if name not in self.planned:
+                continue  # overridden but not needed by the targets
+            rec = self.records[name]
+            rec._to(NodeStatus.SUCCEEDED)
+            rec.output = self.overrides[name]
+            rec.overridden = True
+            rec.started_at = rec.finished_at = time.time()
+            if self.run._subscribers:
+                self.run._emit(
+                    NodeSucceeded(
+                        run_id=self.run.run_id, time=rec.finished_at, node=name, duration=0.0, overridden=True
+                    )
+                )
+            self.resolved(name)
         self.pump()
         if self.remaining == 0:
             self.finished.set()
@@ -137,23 +134,37 @@ class _Scheduler:
     def pump(self) -> None:
         while self.ready and self.in_flight < self.cap:
             self.in_flight += 1
-            task = self.loop.create_task(self.worker(self.ready.popleft()))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(self.loop.create_task(self.worker(self.ready.popleft())))
 
     # --- running ---------------------------------------------------------------------------------
     async def worker(self, name: str | None) -> None:
+        """Run ``name``, then keep taking ready nodes; extra ready nodes get workers of their own."""
+        nodes = self.graph.nodes
+        records = self.records
+        inputs = self.inputs
+        run = self.run
         budget = _INLINE_BUDGET
         try:
             while name is not None:
-                await self.execute_node(name)
+                g = nodes[name]
+                kwargs: dict[str, Any] = {}
+                for dep in g.deps:
+                    if dep.is_node:
+                        kwargs[dep.param] = records[dep.source].output
+                    elif dep.source in inputs:
+                        kwargs[dep.param] = inputs[dep.source]
+                try:
+                    await call_node(g, records[name], kwargs, run)
+                except BaseException:
+                    self.cancel_node(records[name], "run cancelled while the node was running")
+                    raise
                 self.resolved(name)
                 name = self.ready.popleft() if self.ready else None
                 self.pump()
                 budget -= 1
                 if not budget and name is not None:
                     budget = _INLINE_BUDGET
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(0)  # let the loop breathe during long inline chains
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # an engine bug or KeyboardInterrupt: never lose it
@@ -162,24 +173,9 @@ class _Scheduler:
             raise
         finally:
             self.in_flight -= 1
+            self.tasks.discard(asyncio.current_task())  # type: ignore[arg-type,unused-ignore]
             if self.remaining == 0 and self.in_flight == 0:
                 self.finished.set()
-
-    async def execute_node(self, name: str) -> None:
-        g = self.graph.nodes[name]
-        kwargs: dict[str, Any] = {}
-        records = self.records
-        inputs = self.inputs
-        for dep in g.deps:
-            if dep.is_node:
-                kwargs[dep.param] = records[dep.source].output
-            elif dep.source in inputs:
-                kwargs[dep.param] = inputs[dep.source]
-        try:
-            await call_node(g, records[name], kwargs, self.run)
-        except BaseException:
-            self.cancel_node(records[name], "run cancelled while the node was running")
-            raise
 
     def cancel_node(self, rec: NodeRecord, reason: str) -> None:
         if rec.status.finished:
@@ -191,11 +187,14 @@ class _Scheduler:
 
     async def cancel_all(self) -> None:
         """Cancel every worker and wait for them (shielded: the run's own scope may be cancelled)."""
-        for task in list(self.tasks):
+        tasks = list(self.tasks)
+        for task in tasks:
             task.cancel()
-        with anyio.CancelScope(shield=True):
-            while self.tasks:
-                await asyncio.wait(list(self.tasks))
+        if tasks:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(tasks)
+        # A task cancelled before its first step never ran its ``finally``: forget it here.
+        self.tasks.clear()
         for rec in self.records.values():
             if rec.name in self.planned:
                 self.cancel_node(rec, "run cancelled before the node started")

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from ..errors import StateTransitionError
 
-__all__ = ["NodeStatus", "RunStatus", "check_node_transition", "check_run_transition"]
+__all__ = ["NODE_TRANSITIONS", "NodeStatus", "RunStatus", "check_node_transition", "check_run_transition"]
 
 
 class RunStatus(StrEnum):
@@ -48,7 +48,7 @@ _RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.CANCELLED: frozenset(),
 }
 
-_NODE_TRANSITIONS: dict[NodeStatus, frozenset[NodeStatus]] = {
+NODE_TRANSITIONS: dict[NodeStatus, frozenset[NodeStatus]] = {
     # PENDING -> SUCCEEDED is an override (value injected without running).
     NodeStatus.PENDING: frozenset({NodeStatus.RUNNING, NodeStatus.SKIPPED, NodeStatus.CANCELLED, NodeStatus.SUCCEEDED}),
     NodeStatus.RUNNING: frozenset({NodeStatus.PAUSED, *_NODE_FINAL}),
@@ -66,5 +66,5 @@ def check_run_transition(run_id: str, old: RunStatus, new: RunStatus) -> None:
 
 
 def check_node_transition(node: str, old: NodeStatus, new: NodeStatus) -> None:
-    if new not in _NODE_TRANSITIONS[old]:
+    if new not in NODE_TRANSITIONS[old]:
         raise StateTransitionError(f"node {node!r}: illegal transition {old.name} -> {new.name}")
