@@ -18,6 +18,8 @@ def output_text(cell: Any) -> str:
             parts.append(out["text"])
         elif out["output_type"] == "error":
             parts.append(f"!{out['ename']}: {out['evalue']}\n")
+        elif "application/vnd.jupyter.widget-view+json" in out.get("data", {}):
+            continue  # a widget (the live run view): not text output
         elif "text/plain" in out.get("data", {}):
             parts.append(out["data"]["text/plain"] + "\n")
     return "".join(parts)
