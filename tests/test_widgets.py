@@ -387,3 +387,26 @@ def test_text_progress_only_when_asked(capsys: pytest.CaptureFixture[str]) -> No
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("[nbflow] inspect: node 'report' failed: ValueError: cannot report 1 rows")
     assert "FAILED in" in err[-1] and "1 failed" in err[-1]
+
+
+async def test_huge_or_broken_outputs_do_not_break_the_view(comm_log: list[Any]) -> None:
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    flow = nf.Flow("odd")
+
+    @flow.node
+    def big() -> list[int]:
+        return list(range(100_000))
+
+    @flow.node
+    def broken() -> Any:
+        return Broken()
+
+    view = RunView(flow.run(show=False))
+    view.select("big")
+    assert "99,800 more items not shown" in view.inspector.value and "list, 100,000 items" in view.inspector.value
+    view.select("broken")
+    assert "cannot show node broken: RuntimeError: no repr" in view.inspector.value
+    assert "FAILED" not in view.header.value

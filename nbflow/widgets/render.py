@@ -21,6 +21,7 @@ __all__ = ["describe", "render_value", "short_value"]
 
 MAX_TEXT = 100_000  # characters shown of a long string / JSON / repr (the rest is cut with a note)
 MAX_ROWS = 50
+MAX_ITEMS = 200  # entries shown per list/dict in JSON
 
 Redact = Callable[[str], str]
 
@@ -112,10 +113,29 @@ def _to_jsonable(value: Any) -> Any:
     return MISSING
 
 
+def _clip(data: Any, depth: int = 0) -> Any:
+    """Long lists/dicts cut to MAX_ITEMS entries (with a note), so a huge output renders quickly."""
+    if depth > 30:
+        return data
+    if isinstance(data, Mapping):
+        items = list(data.items())
+        out = {k: _clip(v, depth + 1) for k, v in items[:MAX_ITEMS]}
+        if len(items) > MAX_ITEMS:
+            out["…"] = f"{len(items) - MAX_ITEMS:,} more keys not shown"
+        return out
+    if isinstance(data, list | tuple):
+        clipped = [_clip(v, depth + 1) for v in data[:MAX_ITEMS]]
+        if len(data) > MAX_ITEMS:
+            clipped.append(f"… {len(data) - MAX_ITEMS:,} more items not shown")
+        return clipped
+    return data
+
+
 def _json(value: Any) -> str | None:
     data = _to_jsonable(value)
     if data is MISSING:
         return None
+    data = _clip(data)
     if isinstance(data, Mapping):
         data = mask_mapping(data)
     try:
@@ -152,7 +172,8 @@ def render_value(value: Any, redact: Redact = _identity) -> str:
             out = None
         if isinstance(out, str) and len(out) <= MAX_TEXT:
             return head + _scroll(redact(out))
-    return head + _pre(pprint.pformat(value, width=100), redact)
+    text = repr(value) if isinstance(value, bytes) else pprint.pformat(value, width=100)
+    return head + _pre(text, redact)
 
 
 def short_value(name: str, value: Any, redact: Redact = _identity, limit: int = 300) -> str:

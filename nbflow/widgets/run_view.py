@@ -310,7 +310,11 @@ class RunView(W.VBox):
         if key == self._inspected:
             return
         self._inspected = key
-        self.inspector.value = self._inspector_html(name, rec)
+        try:
+            body = self._inspector_html(name, rec)
+        except Exception as exc:  # an output whose repr raises must not stop the live view
+            body = f'<div class="nbflow-err">cannot show node {esc(name)}: {esc(type(exc).__name__)}: {esc(exc)}</div>'
+        self.inspector.value = body
 
     def _inspector_html(self, name: str | None, rec: NodeRecord | None) -> str:
         if name is None:
