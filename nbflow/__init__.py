@@ -3,6 +3,12 @@
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
 from .config import config as config
+from .control import FirstOf as FirstOf
+from .control import ItemFailed as ItemFailed
+from .control import Loop as Loop
+from .control import Map as Map
+from .control import first_of as first_of
+from .control import optional as optional
 from .dsl import Flow as Flow
 from .engine.events import Event as Event
 from .engine.events import NodeCancelled as NodeCancelled
@@ -18,18 +24,24 @@ from .engine.states import RunStatus as RunStatus
 from .errors import CycleError as CycleError
 from .errors import FlowDefinitionError as FlowDefinitionError
 from .errors import GraphError as GraphError
+from .errors import LoopLimitError as LoopLimitError
+from .errors import MapItemError as MapItemError
 from .errors import MissingInputError as MissingInputError
 from .errors import NbflowError as NbflowError
 from .errors import NbflowWarning as NbflowWarning
 from .errors import NodeOutputError as NodeOutputError
+from .errors import RoutingError as RoutingError
 from .errors import RunFailedError as RunFailedError
 from .errors import RunInterrupted as RunInterrupted
 from .errors import RunnerError as RunnerError
 from .errors import StateTransitionError as StateTransitionError
+from .errors import SubflowFailedError as SubflowFailedError
 from .errors import TypeValidationError as TypeValidationError
 from .errors import UnknownInputError as UnknownInputError
 from .errors import UnknownNodeError as UnknownNodeError
 from .run import Attempt as Attempt
+from .run import ItemRecord as ItemRecord
+from .run import Iteration as Iteration
 from .run import NodeRecord as NodeRecord
 from .run import Run as Run
 from .runner import RunHandle as RunHandle
@@ -41,9 +53,17 @@ __all__ = [
     "Attempt",
     "CycleError",
     "Event",
+    "FirstOf",
     "Flow",
     "FlowDefinitionError",
     "GraphError",
+    "ItemFailed",
+    "ItemRecord",
+    "Iteration",
+    "Loop",
+    "LoopLimitError",
+    "Map",
+    "MapItemError",
     "Missing",
     "MissingInputError",
     "NbflowError",
@@ -57,6 +77,7 @@ __all__ = [
     "NodeStarted",
     "NodeStatus",
     "NodeSucceeded",
+    "RoutingError",
     "Run",
     "RunFailedError",
     "RunFinished",
@@ -66,8 +87,11 @@ __all__ = [
     "RunStatus",
     "RunnerError",
     "StateTransitionError",
+    "SubflowFailedError",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
     "config",
+    "first_of",
+    "optional",
 ]

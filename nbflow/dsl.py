@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from .control import Loop, Map, Router
 from .display import auto_show
 from .engine import scheduler
 from .errors import FlowDefinitionError, UnknownNodeError
 from .graph import Graph, InputInfo, Plan, compile_graph
 from .run import Run, Subscriber
 from .runner import RunHandle, in_kernel, kernel_ticker, run_blocking
-from .spec import NodeSpec, make_spec
+from .spec import NodeSpec, Source, make_spec, make_subflow_spec
 
 __all__ = ["Flow"]
 
@@ -37,6 +38,8 @@ class Flow:
         self.concurrency = concurrency
         self._specs: dict[str, NodeSpec] = {}
         self._graph: Graph | None = None
+        self._graph_stamp: tuple[Any, ...] = ()
+        self._version = 0
         self.last_run: Run | None = None
 
     # --- declaring -----------------------------------------------------------------------------
@@ -49,8 +52,11 @@ class Flow:
         /,
         *,
         name: str | None = None,
-        inputs: Mapping[str, str] | None = None,
+        inputs: Mapping[str, Source] | None = None,
         thread: bool | None = None,
+        branch: str | None = None,
+        map: Map | None = None,
+        loop: Loop | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -59,36 +65,108 @@ class Flow:
         /,
         *,
         name: str | None = None,
-        inputs: Mapping[str, str] | None = None,
+        inputs: Mapping[str, Source] | None = None,
         thread: bool | None = None,
+        branch: str | None = None,
+        map: Map | None = None,
+        loop: Loop | None = None,
+        router: Router | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
         A parameter named after another node is fed by that node's output; any other parameter is
-        a flow input. ``inputs={"param": "source"}`` feeds a parameter from another node or input.
-        Sync functions run in a worker thread unless ``thread=False``. Declaring a node whose
-        name exists replaces it (re-running a notebook cell does exactly that).
+        a flow input. ``inputs={"param": "source"}`` feeds a parameter from another node or input
+        (``nf.first_of(...)`` merges, ``nf.optional(...)`` tolerates a missing upstream). Sync
+        functions run in a worker thread unless ``thread=False``. ``branch="router.name"`` runs the
+        node only when that router takes that branch. Declaring a node whose name exists replaces
+        it (re-running a notebook cell does exactly that).
         """
 
+        register = self._register(
+            name=name, inputs=inputs, thread=thread, branch=branch, map=map, loop=loop, router=router
+        )
+        return register(func) if func is not None else register
+
+    def _register(self, **options: Any) -> Callable[[F], F]:
         def register(f: F) -> F:
-            self.add(f, name=name, inputs=inputs, thread=thread)
+            self.add(f, **options)
             return f
 
+        return register
+
+    def router(
+        self, func: Callable[..., Any] | None = None, /, *, branches: Iterable[str] | None = None, **kw: Any
+    ) -> Any:
+        """Declare a router: a node returning the name of the branch to take (or a list of names).
+
+        Nodes declared with ``branch="<router>.<name>"`` run only when their branch is taken; the
+        others are SKIPPED ("branch 'name' of 'router' not taken"), and so is everything that
+        depends only on them. ``branches`` lists the valid names (default: the names used).
+        """
+        spec = Router(tuple(branches) if branches is not None else None)
+        register = self._register(router=spec, **kw)
         return register(func) if func is not None else register
+
+    def map(
+        self, over: str, *, concurrency: int | None = None, errors: str = "terminate", **kw: Any
+    ) -> Callable[[F], F]:
+        """Declare a node that runs once per item of its parameter ``over`` (a list).
+
+        Items run concurrently (up to ``concurrency``); the output is the list of results in input
+        order. ``errors``: ``"terminate"``, ``"continue"`` (``nf.ItemFailed`` in the failed slots)
+        or ``"drop"``. Each item's status, error and duration are in ``run.nodes[name].items``.
+        """
+        return self._register(map=Map(over, concurrency, errors), **kw)  # type: ignore[arg-type]
+
+    def loop(
+        self,
+        feed: str,
+        *,
+        until: Callable[[Any], bool] | None = None,
+        max_iterations: int = 10,
+        on_max: str = "return",
+        **kw: Any,
+    ) -> Callable[[F], F]:
+        """Declare a node run repeatedly, each output fed back into parameter ``feed``.
+
+        Stops when ``until(output)`` is true or after ``max_iterations`` (then returns the last
+        output, or fails with ``LoopLimitError`` when ``on_max="fail"``). Every iteration is in
+        ``run.nodes[name].iterations``.
+        """
+        return self._register(loop=Loop(feed, until, max_iterations, on_max), **kw)  # type: ignore[arg-type]
 
     def add(
         self,
-        func: Callable[..., Any],
+        func: Callable[..., Any] | Flow,
         *,
         name: str | None = None,
-        inputs: Mapping[str, str] | None = None,
+        inputs: Mapping[str, Source] | None = None,
         thread: bool | None = None,
+        branch: str | None = None,
+        map: Map | None = None,
+        loop: Loop | None = None,
+        router: Router | None = None,
+        output: str | None = None,
     ) -> NodeSpec:
-        """Declare a node without decorating (same rules as ``@flow.node``); returns its spec."""
-        spec = make_spec(func, name=name, inputs=inputs, thread=thread)
+        """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
+
+        ``func`` may be another Flow: it then runs as a sub-flow node whose parameters are its
+        inputs (rewire them with ``inputs=``) and whose output is its node ``output`` (default: a
+        dict of its leaf nodes' outputs).
+        """
+        if isinstance(func, Flow):
+            if func is self:
+                raise FlowDefinitionError(f"flow {self.name!r} cannot contain itself as a sub-flow")
+            spec = make_subflow_spec(func, name=name, inputs=inputs, branch=branch, map=map, loop=loop, output=output)
+        else:
+            if output is not None:
+                raise FlowDefinitionError(f"node {name or func!r}: output= is for sub-flows only")
+            spec = make_spec(
+                func, name=name, inputs=inputs, thread=thread, router=router, branch=branch, map=map, loop=loop
+            )
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
-        self._graph = None
+        self._changed()
         return spec
 
     def remove(self, name: str) -> None:
@@ -96,7 +174,15 @@ class Flow:
         if name not in self._specs:
             raise UnknownNodeError(name, self._specs)
         del self._specs[name]
+        self._changed()
+
+    def _changed(self) -> None:
+        self._version += 1
         self._graph = None
+
+    def _stamp(self) -> tuple[Any, ...]:
+        """Changes whenever this flow or any sub-flow in it changes (sub-flows are edited too)."""
+        return (self._version, *(s.flow._stamp() for s in self._specs.values() if s.flow is not None))
 
     @property
     def nodes(self) -> Mapping[str, NodeSpec]:
@@ -106,8 +192,10 @@ class Flow:
     @property
     def graph(self) -> Graph:
         """The validated graph (compiled once per change); raises CycleError etc."""
-        if self._graph is None:
+        stamp = self._stamp()
+        if self._graph is None or self._graph_stamp != stamp:
             self._graph = compile_graph(self.name, self._specs, validate=self.validate)
+            self._graph_stamp = stamp
         return self._graph
 
     @property

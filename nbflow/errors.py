@@ -12,6 +12,10 @@ The tree::
     ├── TypeValidationError (TypeError)    a value does not fit a type hint; names node and parameter
     ├── NodeOutputError (LookupError)      asked for the output of a node that produced none
     ├── RunFailedError (RuntimeError)      raise_for_status() on a run that did not succeed
+    ├── RoutingError (ValueError)          a router chose a branch that does not exist
+    ├── MapItemError (RuntimeError)        an item of a map failed (errors="terminate"); .index
+    ├── LoopLimitError (RuntimeError)      a loop reached max_iterations with on_max="fail"
+    ├── SubflowFailedError (RuntimeError)  a sub-flow run failed; .run is its record
     ├── StateTransitionError (RuntimeError)  the engine tried an illegal state change (a bug)
     └── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
 
@@ -33,14 +37,18 @@ __all__ = [
     "CycleError",
     "FlowDefinitionError",
     "GraphError",
+    "LoopLimitError",
+    "MapItemError",
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
     "NodeOutputError",
+    "RoutingError",
     "RunFailedError",
     "RunInterrupted",
     "RunnerError",
     "StateTransitionError",
+    "SubflowFailedError",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
@@ -164,6 +172,61 @@ class RunFailedError(NbflowError, RuntimeError):
     def __init__(self, message: str, run: Run) -> None:
         self.run = run
         super().__init__(message)
+
+
+class RoutingError(NbflowError, ValueError):
+    """A router returned a branch name that does not exist."""
+
+    def __init__(self, node: str, value: Any, branches: Sequence[str]) -> None:
+        self.node = node
+        self.value = value
+        self.branches = tuple(branches)
+        names = ", ".join(repr(b) for b in self.branches) or "(none declared)"
+        hint = _suggest(value, self.branches) if isinstance(value, str) else ""
+        super().__init__(
+            f"router {node!r} chose {value!r}, which is not one of its branches{hint}: {names}; "
+            f"return one of them, or declare the branch with @flow.router(branches=[...])"
+        )
+
+
+class MapItemError(NbflowError, RuntimeError):
+    """An item of a map node failed and the map's errors mode is "terminate"."""
+
+    def __init__(self, node: str, index: int, total: int, error: BaseException) -> None:
+        self.node = node
+        self.index = index
+        super().__init__(
+            f"map node {node!r}: item {index} of {total} failed with {type(error).__name__}: {error}; "
+            f"the other items were cancelled (use errors='continue' or 'drop' to keep going)"
+        )
+
+
+class LoopLimitError(NbflowError, RuntimeError):
+    """A loop node reached ``max_iterations`` without its condition holding (``on_max="fail"``)."""
+
+    def __init__(self, node: str, limit: int, last: Any) -> None:
+        self.node = node
+        self.limit = limit
+        self.last = last
+        shown = repr(last)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        super().__init__(
+            f"loop node {node!r} reached max_iterations={limit} without until() holding (last output {shown}); "
+            f"raise the limit, relax the condition, or use on_max='return' to keep the last output"
+        )
+
+
+class SubflowFailedError(NbflowError, RuntimeError):
+    """A sub-flow's run did not succeed. ``run`` is the sub-flow's record."""
+
+    def __init__(self, node: str, run: Run) -> None:
+        self.node = node
+        self.run = run
+        failed = [f"{n!r} ({type(e).__name__}: {e})" for n, e in run.errors.items()]
+        super().__init__(
+            f"sub-flow node {node!r} (flow {run.flow!r}) {run.status.value}: failed nodes {', '.join(failed) or 'none'}; "
+            f"see run.record({node + '.<node>'!r}) for details"
+        )
 
 
 class StateTransitionError(NbflowError, RuntimeError):

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import heapq
+import inspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from ._missing import MISSING
 from ._validate import Validator, hints_of, make_validator
-from .errors import CycleError, MissingInputError, UnknownInputError, UnknownNodeError, _suggest
+from .errors import CycleError, GraphError, MissingInputError, UnknownInputError, UnknownNodeError, _suggest
 from .spec import NodeSpec
+
+SUBFLOW_DEFAULT: Any = object()  # "not passed: the sub-flow uses its own default"
 
 __all__ = ["Dep", "GNode", "Graph", "InputInfo", "Plan", "compile_graph", "find_cycle"]
 
@@ -20,6 +25,10 @@ class Dep:
     param: str
     source: str
     is_node: bool
+    alternatives: tuple[str, ...] = ()
+    """A merge: the candidate nodes in order; the first that produced an output feeds ``param``."""
+    optional: bool = False
+    """The node runs even if ``source`` produced nothing; ``param`` then gets ``nf.MISSING``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +41,10 @@ class GNode:
     downstream: tuple[str, ...]
     checks: tuple[tuple[str, Validator], ...]
     check_return: Validator | None
+    simple: bool = True
+    """Every upstream must succeed and feeds one parameter directly: the engine's fast path."""
+    branches: tuple[str, ...] = ()
+    """For a router: the branch names it may choose."""
 
     @property
     def name(self) -> str:
@@ -177,17 +190,26 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
     upstream: dict[str, tuple[str, ...]] = {}
     inputs_req: dict[str, list[str]] = {}
     inputs_opt: dict[str, list[str]] = {}
+    specs = {n: with_subflow_params(s) for n, s in specs.items()}
+    branches = collect_branches(specs)
     for n, spec in specs.items():
         ds = []
         for p in spec.params:
             is_node = p.source in specs
-            if is_node and p.source == n:
+            if p.alternatives or p.optional:
+                for s in p.alternatives or (p.source,):
+                    if s not in specs:
+                        raise UnknownNodeError(s, specs, role=f"node {n!r}: inputs[{p.name!r}] names")
+            if n in (p.alternatives or (p.source,)) and is_node:
                 raise CycleError([n, n])
-            ds.append(Dep(p.name, p.source, is_node))
+            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
             if not is_node:
                 (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
         deps[n] = tuple(ds)
-        upstream[n] = tuple(dict.fromkeys(d.source for d in ds if d.is_node))
+        ups = [a for d in ds if d.is_node for a in (d.alternatives or (d.source,))]
+        if spec.branch is not None:
+            ups.insert(0, spec.branch[0])
+        upstream[n] = tuple(dict.fromkeys(ups))
     downstream: dict[str, list[str]] = {n: [] for n in order}
     for n in order:
         for u in upstream[n]:
@@ -209,7 +231,7 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
         raise CycleError(find_cycle(upstream, [n for n in order if indegree[n] > 0]))
 
     nodes: dict[str, GNode] = {}
-    hints = {n: hints_of(specs[n].func) for n in topo} if validate else {}
+    hints = {n: hints_of(specs[n].func) if specs[n].flow is None else {} for n in topo} if validate else {}
     for n in topo:
         spec = specs[n]
         checks: list[tuple[str, Validator]] = []
@@ -220,6 +242,8 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
                 # A value from a node whose return hint is the same was validated on the way out.
                 if p.source in specs and "return" in hints[p.source] and hints[p.source]["return"] == hint:
                     continue
+                if p.optional or p.alternatives or (spec.map is not None and p.name == spec.map.over):
+                    continue  # MISSING, a merge or one item of a list: checked by the function's own hint
                 v = make_validator(hint, n, p.name)
                 if v is not None:
                     checks.append((p.name, v))
@@ -231,7 +255,59 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
             downstream=tuple(sorted(downstream[n], key=position.__getitem__)),
             checks=tuple(checks),
             check_return=check_return,
+            simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
+            branches=branches.get(n, ()),
         )
     names = sorted(set(inputs_req) | set(inputs_opt))
     inputs = {i: InputInfo(i, tuple(inputs_req.get(i, ())), tuple(inputs_opt.get(i, ()))) for i in names}
     return Graph(name=name, nodes=nodes, inputs=inputs)
+
+
+def collect_branches(specs: Mapping[str, NodeSpec]) -> dict[str, tuple[str, ...]]:
+    """Each router's branch names; check every ``branch=`` names a router and one of its branches."""
+    used: dict[str, list[str]] = {}
+    for n, spec in specs.items():
+        if spec.branch is None:
+            continue
+        router, branch = spec.branch
+        if router not in specs:
+            raise UnknownNodeError(router, specs, role=f"node {n!r}: branch router")
+        if specs[router].router is None:
+            raise GraphError(
+                f"node {n!r} follows branch {branch!r} of {router!r}, but {router!r} is not a router; "
+                f"declare it with @flow.router"
+            )
+        used.setdefault(router, []).append(branch)
+    out: dict[str, tuple[str, ...]] = {}
+    for n, spec in specs.items():
+        if spec.router is None:
+            continue
+        declared = spec.router.branches
+        names = tuple(dict.fromkeys(used.get(n, [])))
+        if declared is not None:
+            unknown = [b for b in names if b not in declared]
+            if unknown:
+                raise GraphError(
+                    f"router {n!r} has no branch {unknown[0]!r}{_suggest(unknown[0], declared)}; "
+                    f"its branches are {', '.join(declared)} (add it to @flow.router(branches=...))"
+                )
+            names = tuple(declared)
+        out[n] = names
+    return out
+
+
+def with_subflow_params(spec: NodeSpec) -> NodeSpec:
+    """A sub-flow node's parameters are the sub-flow's current inputs (it may have been edited)."""
+    if spec.flow is None:
+        return spec
+    from dataclasses import replace
+
+    from .spec import wire_params
+
+    child: Any = spec.flow
+    declared = [
+        (name, MISSING if info.required_by else SUBFLOW_DEFAULT, inspect.Parameter.empty)
+        for name, info in child.graph.inputs.items()
+    ]
+    params = wire_params(spec.name, declared, spec.options.get("inputs"), f"sub-flow {child.name!r}")
+    return replace(spec, params=params)

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 from ._missing import MISSING
 from .engine.events import Event, RunFinished
 from .engine.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
-from .errors import NbflowWarning, NodeOutputError, RunFailedError, UnknownNodeError
+from .errors import NbflowError, NbflowWarning, NodeOutputError, RunFailedError, UnknownNodeError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .graph import Graph
 
-__all__ = ["Attempt", "NodeRecord", "Run"]
+__all__ = ["Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
 
 Subscriber = Callable[[Event], object]
 
@@ -40,6 +40,48 @@ class Attempt:
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
+class ItemRecord:
+    """One item of a map node: its status, output or error, and times (``run`` for a sub-flow)."""
+
+    __slots__ = ("error", "finished_at", "index", "output", "run", "started_at", "status", "traceback")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.status = NodeStatus.PENDING
+        self.output: Any = MISSING
+        self.error: BaseException | None = None
+        self.traceback: str | None = None
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.run: Run | None = None
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def __repr__(self) -> str:
+        what = f" error={type(self.error).__name__}" if self.error is not None else ""
+        return f"<ItemRecord {self.index} {self.status.name}{what}>"
+
+
+@dataclass(slots=True)
+class Iteration:
+    """One pass of a loop node."""
+
+    index: int
+    started_at: float
+    finished_at: float | None = None
+    output: Any = MISSING
+    error: BaseException | None = None
+    run: Run | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.finished_at is None else self.finished_at - self.started_at
+
+
 class NodeRecord:
     """What happened to one node in one run.
 
@@ -49,15 +91,19 @@ class NodeRecord:
 
     __slots__ = (
         "attempts",
+        "capped",
         "error",
         "finished_at",
         "inputs",
+        "items",
+        "iterations",
         "name",
         "output",
         "overridden",
         "skip_reason",
         "started_at",
         "status",
+        "subrun",
         "traceback",
     )
 
@@ -73,6 +119,10 @@ class NodeRecord:
         self.skip_reason: str | None = None
         self.inputs: Mapping[str, Any] = {}
         self.overridden = False
+        self.items: list[ItemRecord] | None = None  # a map: one record per item
+        self.iterations: list[Iteration] | None = None  # a loop: one record per iteration
+        self.capped = False  # a loop that stopped at max_iterations
+        self.subrun: Run | None = None  # a sub-flow: its own run record
 
     def _to(self, new: NodeStatus) -> None:
         if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
@@ -175,12 +225,29 @@ class Run:
             out[r.status.value] = out.get(r.status.value, 0) + 1
         return out
 
-    def __getitem__(self, node: str) -> Any:
-        """The output of ``node``; NodeOutputError if it produced none."""
+    def record(self, path: str) -> NodeRecord:
+        """The record of ``path``: a node name, or ``"subflow.node"`` for a node inside a sub-flow."""
+        head, _, rest = path.partition(".")
         try:
-            rec = self.nodes[node]
+            rec = self.nodes[head]
         except KeyError:
-            raise UnknownNodeError(node, self.nodes) from None
+            raise UnknownNodeError(head, self.nodes) from None
+        if not rest:
+            return rec
+        if rec.subrun is None:
+            raise NodeOutputError(f"node {head!r} is not a sub-flow that ran, so {path!r} has no record")
+        return rec.subrun.record(rest)
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, NodeRecord]]:
+        """Every node record with its path, sub-flow nodes after their sub-flow node."""
+        for name, rec in self.nodes.items():
+            yield prefix + name, rec
+            if rec.subrun is not None:
+                yield from rec.subrun.walk(f"{prefix}{name}.")
+
+    def __getitem__(self, node: str) -> Any:
+        """The output of ``node`` (or ``"subflow.node"``); NodeOutputError if it produced none."""
+        rec = self.record(node)
         if rec.status is not NodeStatus.SUCCEEDED:
             why = ""
             if rec.error is not None:
@@ -193,7 +260,10 @@ class Run:
         return rec.output
 
     def __contains__(self, node: object) -> bool:
-        return node in self.nodes and self.nodes[node].status is NodeStatus.SUCCEEDED
+        try:
+            return isinstance(node, str) and self.record(node).status is NodeStatus.SUCCEEDED
+        except NbflowError:
+            return False
 
     def raise_for_status(self) -> Run:
         """Return the run if it succeeded; else raise RunFailedError (first node error as the cause)."""
@@ -211,10 +281,10 @@ class Run:
         import pandas as pd
 
         rows = []
-        for r in self.nodes.values():
+        for path, r in self.walk():
             rows.append(
                 {
-                    "node": r.name,
+                    "node": path,
                     "status": r.status.value,
                     "output": r.output if r.status is NodeStatus.SUCCEEDED else None,
                     "error_type": r.error_type,

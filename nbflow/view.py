@@ -66,35 +66,100 @@ def to_dot(graph: Graph, run: Run | None = None) -> graphviz.Digraph:
                     id=f"input-{name}",
                     **{"class": "nbflow-input"},
                 )
+    edges: list[tuple[str, str, dict[str, str]]] = []
+    _draw_nodes(dot, edges, graph, run, "", {})
+    for src, dst, attrs in edges:  # at the top level: an edge inside a cluster would pull its ends in
+        dot.edge(src, dst, **attrs)
+    return dot
+
+
+def _draw_nodes(
+    dot: Any,
+    edges: list[tuple[str, str, dict[str, str]]],
+    graph: Graph,
+    run: Run | None,
+    prefix: str,
+    feeds: dict[str, tuple[str, str]],
+) -> None:
+    """Nodes and edges of ``graph``; sub-flows are drawn as clusters of their own nodes.
+
+    ``feeds`` maps a sub-flow's input names to the parent's (source id, edge label).
+    """
     for name, g in graph.nodes.items():
-        status = run.nodes[name].status if run is not None and name in run.nodes else NodeStatus.PENDING
+        rec = run.nodes.get(name) if run is not None else None
+        status = rec.status if rec is not None else NodeStatus.PENDING
         fill, line = STATE_COLORS[status]
-        label = name if run is None else f"{name}\n{status.value}"
-        tooltip = (g.spec.doc.splitlines() or [name])[0]
-        if run is not None and name in run.nodes:
-            rec = run.nodes[name]
+        spec = g.spec
+        title = name
+        if spec.map is not None:
+            title += f"\n[map over {spec.map.over}]"
+        elif spec.loop is not None:
+            title += f"\n[loop on {spec.loop.feed}]"
+        label = title if run is None else f"{title}\n{status.value}"
+        tooltip = (spec.doc.splitlines() or [name])[0]
+        if rec is not None:
             if rec.error is not None:
                 tooltip = f"{type(rec.error).__name__}: {rec.error}"[:200]
             elif rec.skip_reason:
                 tooltip = rec.skip_reason
-        dot.node(
-            name,
-            label,
-            shape="box",
-            style="rounded,filled",
+        attrs = dict(
+            shape="hexagon" if spec.router is not None else "box3d" if spec.map is not None else "box",
+            style="rounded,filled" if spec.router is None else "filled",
             fillcolor=fill if run is not None else "#ffffff",
             color=line if run is not None else "#495057",
             penwidth="2" if status is NodeStatus.FAILED else "1",
             tooltip=tooltip,
-            id=node_id(name),
+            id=node_id(prefix + name),
             **{"class": f"nbflow-node nbflow-{status.value}"},
         )
-        for dep in g.deps:
+        here = prefix + name
+        if spec.flow is not None:
+            with dot.subgraph(name=f"cluster_{here}") as cluster:
+                cluster.attr(
+                    label=f"sub-flow {spec.flow.name!r}",
+                    style="rounded,dashed",
+                    color="#868e96",
+                    fontsize="10",
+                    fontcolor="#495057",
+                )
+                cluster.node(here, label, **attrs)
+                child = spec.flow.graph
+                sub = rec.subrun if rec is not None else None
+                inner = {}
+                for dep in g.deps:
+                    src = prefix + dep.source if dep.is_node else (input_id(dep.source) if not prefix else None)
+                    if src is None and dep.source in feeds:
+                        src = feeds[dep.source][0]
+                    if src is not None:
+                        inner[dep.param] = (src, "" if dep.param == dep.source else dep.param)
+                _draw_nodes(cluster, edges, child, sub, here + ".", inner)
+                for leaf, lg in child.nodes.items():
+                    if spec.output in (None, leaf) and not lg.downstream:
+                        edges.append((f"{here}.{leaf}", here, {"style": "dotted", "arrowhead": "none"}))
+        else:
+            dot.node(here, label, **attrs)
+        if spec.branch is not None:
+            router, branch = spec.branch
+            edges.append(
+                (prefix + router, here, {"label": branch, "style": "bold", "color": "#7048e8", "fontcolor": "#7048e8"})
+            )
+        for dep in [] if spec.flow is not None else g.deps:  # a sub-flow's inputs go to its inner nodes
+            if dep.alternatives:
+                for alt in dep.alternatives:
+                    edges.append((prefix + alt, here, {"label": f"{dep.param} (first of)", "style": "dashed"}))
+                continue
             label = "" if dep.param == dep.source else dep.param
-            src = dep.source if dep.is_node else input_id(dep.source)
-            style = "solid" if dep.is_node else "dashed"
-            dot.edge(src, name, label=label, style=style)
-    return dot
+            if dep.optional:
+                label = f"{dep.param}?"
+            if dep.is_node:
+                edges.append(
+                    (prefix + dep.source, here, {"label": label, "style": "dotted" if dep.optional else "solid"})
+                )
+            elif not prefix:
+                edges.append((input_id(dep.source), here, {"label": label, "style": "dashed"}))
+            elif dep.source in feeds:
+                src, outer_label = feeds[dep.source]
+                edges.append((src, here, {"label": outer_label or label, "style": "solid"}))
 
 
 def text_graph(graph: Graph, run: Run | None = None) -> str:

@@ -22,7 +22,7 @@ from .widget_comm import frontend_sets, updates
 
 pytestmark = pytest.mark.anyio
 
-_NODE = re.compile(r'<g id="node-(\w+)" class="node nbflow-node nbflow-(\w+)[^"]*">[\s\S]*?<path fill="([^"]+)"')
+_NODE = re.compile(r'<g id="node-([\w.]+)" class="node nbflow-node nbflow-(\w+)[^"]*">[\s\S]*?<path fill="([^"]+)"')
 
 
 def states(html: str) -> dict[str, tuple[str, str]]:
@@ -410,3 +410,32 @@ async def test_huge_or_broken_outputs_do_not_break_the_view(comm_log: list[Any])
     view.select("broken")
     assert "cannot show node broken: RuntimeError: no repr" in view.inspector.value
     assert "FAILED" not in view.header.value
+
+
+async def test_sub_flow_nodes_are_drawn_selectable_and_inspectable(comm_log: list[Any]) -> None:
+    inner = nf.Flow("summarize")
+
+    @inner.node
+    def clean(text: str) -> str:
+        return text.strip()
+
+    @inner.node
+    def summary(clean: str) -> str:
+        raise ValueError(f"too short: {clean!r}")
+
+    parent = nf.Flow("parent")
+
+    @parent.node
+    def doc() -> str:
+        return "  hello  "
+
+    parent.add(inner, name="summ", inputs={"text": "doc"}, output="summary")
+    view = RunView(parent.run(show=False))
+    drawn = states(view.graph.value)
+    assert drawn["summ.clean"][0] == "succeeded" and drawn["summ.summary"][0] == "failed"
+    assert drawn["summ"][0] == "failed"
+    assert "summ.summary" in [value for _, value in view.selector.options]
+    frontend_sets(view._pick, value="summ.clean|1")
+    assert view.selected == "summ.clean" and "hello" in view.inspector.value
+    view.select("summ.summary")
+    assert "too short" in view.inspector.value and "Traceback" in view.inspector.value

@@ -18,6 +18,7 @@ import anyio.to_thread
 
 from ..graph import GNode
 from ..run import Attempt, NodeRecord, Run
+from .control import run_control
 from .events import NodeFailed, NodeStarted, NodeSucceeded
 from .states import NodeStatus
 
@@ -50,13 +51,15 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         for param, check in g.checks:
             if param in kwargs:
                 kwargs[param] = check(kwargs[param])
-        if spec.is_async:
+        if not spec.plain:
+            out = await run_control(g, rec, kwargs, run)
+        elif spec.is_async:
             out = await spec.func(**kwargs)
         elif spec.thread:
             out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
         else:
             out = spec.func(**kwargs)
-        if g.check_return is not None:
+        if g.check_return is not None and spec.plain:
             out = g.check_return(out)
     except Exception as exc:
         duration = time.perf_counter() - t0

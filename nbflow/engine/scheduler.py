@@ -20,6 +20,7 @@ import anyio
 
 from ..graph import Graph, Plan
 from ..run import NodeRecord, Run
+from .control import gather_kwargs, guard_reason, upstream_reason
 from .events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunStarted
 from .node import call_node
 from .states import NodeStatus, RunStatus
@@ -115,13 +116,13 @@ class _Scheduler:
                     todo.append(d)
 
     def skip_reason(self, name: str) -> str | None:
-        for u in self.graph.nodes[name].upstream:
+        g = self.graph.nodes[name]
+        if not g.simple:
+            return guard_reason(g, self.records)
+        for u in g.upstream:
             rec = self.records[u]
-            if rec.status is NodeStatus.SUCCEEDED:
-                continue
-            if rec.status is NodeStatus.SKIPPED and rec.skip_reason:
-                return rec.skip_reason
-            return f"upstream {u!r} {rec.status.value}"
+            if rec.status is not NodeStatus.SUCCEEDED:
+                return upstream_reason(u, rec)
         return None
 
     def skip(self, name: str, reason: str) -> None:
@@ -148,11 +149,14 @@ class _Scheduler:
             while name is not None:
                 g = nodes[name]
                 kwargs: dict[str, Any] = {}
-                for dep in g.deps:
-                    if dep.is_node:
-                        kwargs[dep.param] = records[dep.source].output
-                    elif dep.source in inputs:
-                        kwargs[dep.param] = inputs[dep.source]
+                if g.simple:
+                    for dep in g.deps:
+                        if dep.is_node:
+                            kwargs[dep.param] = records[dep.source].output
+                        elif dep.source in inputs:
+                            kwargs[dep.param] = inputs[dep.source]
+                else:
+                    kwargs = gather_kwargs(g, records, inputs)
                 try:
                     await call_node(g, records[name], kwargs, run)
                 except BaseException:
@@ -229,7 +233,8 @@ async def execute(
         await sched.cancel_all()
         _finish(run, RunStatus.CANCELLED, t0)
         raise
-    failed = any(run.nodes[n].status is not NodeStatus.SUCCEEDED for n in plan.nodes)
+    # Skipped is a normal outcome (a branch not taken); only a failed node fails the run.
+    failed = any(r.status is NodeStatus.FAILED for r in run.nodes.values())
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
 

@@ -9,9 +9,9 @@ every status label as wide as the widest) and each redraw only rewrites the per-
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ..engine.states import NodeStatus
 from ..view import STATE_COLORS, has_dot, to_dot
@@ -19,10 +19,10 @@ from .secrets import Redactor
 from .style import chip, esc
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-    from ..run import Run
+    from ..graph import GNode, Graph
+    from ..run import NodeRecord, Run
 
-__all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "table_html"]
+__all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "node_paths", "table_html"]
 
 # One delegated click handler on the graph's wrapper: a click on a node writes "<name>|<time>" into the
 # view's hidden text box and fires 'change', which ipywidgets syncs to the kernel like typed text.
@@ -34,7 +34,7 @@ CLICK_JS = (
 )
 
 _DASH = r"(?:&#45;|-)"
-_START = re.compile(rf'<g id="node{_DASH}(?P<name>\w+)" class="node nbflow{_DASH}node nbflow{_DASH}\w+">')
+_START = re.compile(rf'<g id="node{_DASH}(?P<name>[\w.]+)" class="node nbflow{_DASH}node nbflow{_DASH}\w+">')
 _TITLE = re.compile(r'(<a [^>]*?title=")[^"]*(")')
 _PAINT = re.compile(r'<(path|polygon) fill="[^"]*" stroke="[^"]*"(?: stroke-width="[^"]*")?')
 _STATUS_TEXT = re.compile(r"(<text[^>]*>)succeeded(</text>)(?![\s\S]*<text)")
@@ -50,31 +50,61 @@ class NodeLook:
     selected: bool = False
 
 
+def node_paths(graph: Graph, prefix: str = "") -> Iterator[tuple[str, GNode]]:
+    """Every node with its path; the nodes of a sub-flow ``sub`` follow it as ``sub.node``."""
+    for name, g in graph.nodes.items():
+        yield prefix + name, g
+        child = getattr(g.spec, "flow", None)
+        if child is not None:
+            yield from node_paths(child.graph, f"{prefix}{name}.")
+
+
 def first_doc_lines(graph: Graph) -> dict[str, str]:
     """The first line of each node's docstring (computed once per view: ``inspect.getdoc`` is slow)."""
-    return {name: (g.spec.doc.splitlines() or [""])[0] for name, g in graph.nodes.items()}
+    return {path: (g.spec.doc.splitlines() or [""])[0] for path, g in node_paths(graph)}
 
 
 def looks(
     graph: Graph, run: Run, selected: str | None, redact: Redactor, docs: Mapping[str, str]
 ) -> dict[str, NodeLook]:
-    """The look of every node of ``graph`` for the current state of ``run``."""
+    """The look of every node of ``graph`` (sub-flow nodes included) for the current state of ``run``."""
     out: dict[str, NodeLook] = {}
-    records = run.nodes
-    for name in graph.nodes:
+    _looks(graph, run, "", True, selected, redact, docs, out)
+    return out
+
+
+def _looks(
+    graph: Graph,
+    run: Run | None,
+    prefix: str,
+    planned: bool,
+    selected: str | None,
+    redact: Redactor,
+    docs: Mapping[str, str],
+    out: dict[str, NodeLook],
+) -> None:
+    records = run.nodes if run is not None else {}
+    for name, g in graph.nodes.items():
+        path = prefix + name
         rec = records.get(name)
         if rec is None:
-            out[name] = NodeLook(None, f"{name}: not part of this run", name == selected)
-            continue
-        if rec.error is not None:
-            tip = f"{name}: {type(rec.error).__name__}: {rec.error}"
-        elif rec.skip_reason:
-            tip = f"{name} {rec.status.value}: {rec.skip_reason}"
+            # inside a sub-flow that has not started yet, its nodes are pending; elsewhere: not planned
+            status = NodeStatus.PENDING if planned and run is None else None
+            tip = f"{path}: pending" if status is not None else f"{path}: not part of this run"
+            out[path] = NodeLook(status, tip, path == selected)
         else:
-            doc = docs.get(name, "")
-            tip = f"{name}: {rec.status.value}" + (f" — {doc}" if doc else "")
-        out[name] = NodeLook(rec.status, redact(tip[:300]), name == selected)
-    return out
+            if rec.error is not None:
+                tip = f"{path}: {type(rec.error).__name__}: {rec.error}"
+            elif rec.skip_reason:
+                tip = f"{path} {rec.status.value}: {rec.skip_reason}"
+            else:
+                doc = docs.get(path, "")
+                tip = f"{path}: {rec.status.value}" + (f" — {doc}" if doc else "")
+            out[path] = NodeLook(rec.status, redact(tip[:300]), path == selected)
+        child = getattr(g.spec, "flow", None)
+        if child is not None:
+            sub = getattr(rec, "subrun", None) if rec is not None else None
+            _looks(child.graph, sub, f"{path}.", rec is not None, selected, redact, docs, out)
 
 
 class _LayoutRecord:
@@ -82,12 +112,18 @@ class _LayoutRecord:
     error = None
     skip_reason = None
 
+    def __init__(self, subrun: _LayoutRun | None) -> None:
+        self.subrun = subrun
+
 
 class _LayoutRun:
     """Stands in for a Run when laying out: every node 'succeeded', so every box fits any label."""
 
-    def __init__(self, names: Any) -> None:
-        self.nodes = {n: _LayoutRecord() for n in names}
+    def __init__(self, graph: Graph) -> None:
+        self.nodes = {
+            name: _LayoutRecord(_LayoutRun(g.spec.flow.graph) if getattr(g.spec, "flow", None) is not None else None)
+            for name, g in graph.nodes.items()
+        }
 
 
 class SvgTemplate:
@@ -114,7 +150,7 @@ class SvgTemplate:
     @classmethod
     def layout(cls, graph: Graph) -> SvgTemplate:
         """Lay ``graph`` out with Graphviz (needs the ``dot`` program)."""
-        svg = to_dot(graph, cast("Run", _LayoutRun(graph.nodes))).pipe(format="svg", encoding="utf-8")
+        svg = to_dot(graph, cast("Run", _LayoutRun(graph))).pipe(format="svg", encoding="utf-8")
         return cls(svg)
 
     def render(self, node_looks: Mapping[str, NodeLook]) -> str:
@@ -145,23 +181,29 @@ def _fill(name: str, block: str, look: NodeLook) -> str:
     ).replace("\x00P\x00", paint).replace("\x00S\x00", esc(label))
 
 
-def table_html(graph: Graph, run: Run, selected: str | None, redact: Redactor, max_rows: int = 60) -> str:
+def table_html(
+    paths: Mapping[str, GNode],
+    record: Callable[[str], NodeRecord | None],
+    selected: str | None,
+    redact: Redactor,
+    max_rows: int = 60,
+) -> str:
     """The graph as a table (no ``dot``, or too many nodes to draw): state, node, fed by, time, note."""
-    records = run.nodes
-    names = list(graph.nodes)
+    records = {path: record(path) for path in paths}
+    names = list(paths)
     if len(names) > max_rows:  # what needs attention first, then the flow's order
         urgent = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}
 
         def rank(n: str) -> int:
-            rec = records.get(n)
+            rec = records[n]
             return urgent.get(rec.status, 9) if rec is not None else 10
 
         names.sort(key=rank)
     rows = []
     for name in names[:max_rows]:
-        rec = records.get(name)
+        rec = records[name]
         state = chip(rec.status.value) if rec is not None else '<span class="nbflow-muted">not in run</span>'
-        feeds = ", ".join(d.source if d.is_node else f"‹{d.source}›" for d in graph.nodes[name].deps)
+        feeds = ", ".join(d.source if d.is_node else f"‹{d.source}›" for d in paths[name].deps)
         dur = f"{rec.duration:.3f}s" if rec is not None and rec.duration is not None else ""
         note = ""
         if rec is not None and rec.error is not None:
@@ -184,4 +226,4 @@ def table_html(graph: Graph, run: Run, selected: str | None, redact: Redactor, m
 
 def can_draw(graph: Graph, max_nodes: int) -> bool:
     """Whether the SVG is used: ``dot`` is installed and the graph is small enough to read."""
-    return has_dot() and len(graph.nodes) <= max_nodes
+    return has_dot() and sum(1 for _ in node_paths(graph)) <= max_nodes

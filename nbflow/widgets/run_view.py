@@ -19,7 +19,7 @@ from ..config import config
 from ..engine.events import Event, RunFinished
 from ..engine.states import NodeStatus
 from ..errors import NbflowError
-from .graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, table_html
+from .graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, node_paths, table_html
 from .render import render_value, short_value
 from .secrets import Redactor
 from .style import CSS, SYMBOLS, badge, chip, chips, esc
@@ -66,6 +66,7 @@ class RunView(W.VBox):
         self.run: Run = run
         self.handle: RunHandle | None = handle
         self._graph: Graph = graph
+        self._paths = dict(node_paths(graph))  # "node", and "subflow.node" for nodes of sub-flows
         self._later = later
         self._redact = Redactor()
         self._redact.collect(run.inputs)
@@ -116,7 +117,7 @@ class RunView(W.VBox):
         )
         self._unsubscribe: Callable[[], None] | None = None
         if not self._live_labels:
-            self._set_options([(name, name) for name in graph.nodes])
+            self._set_options([(name, name) for name in self._paths])
         if run.status.finished:
             self._redraw()
         else:
@@ -134,10 +135,10 @@ class RunView(W.VBox):
 
     def select(self, node: str) -> None:
         """Show ``node`` in the inspector (as if the user picked it)."""
-        if node not in self._graph.nodes:
+        if node not in self._paths:
             from ..errors import UnknownNodeError
 
-            raise UnknownNodeError(node, self._graph.nodes)
+            raise UnknownNodeError(node, self._paths)
         self._user_picked = True
         self._set_selected(node)
 
@@ -159,7 +160,8 @@ class RunView(W.VBox):
         if isinstance(bundle, dict):
             # What text-only front ends and nbval see: stable (no run id, no timing), so a checked cell
             # that displays a run keeps passing.
-            bundle["text/plain"] = f"<nbflow run view: flow {self.run.flow!r}, {len(self.run.nodes)} nodes>"
+            n = len(self.run.nodes)
+            bundle["text/plain"] = f"<nbflow run view: flow {self.run.flow!r}, {n} node{'s' if n != 1 else ''}>"
         return bundle
 
     # --- events ----------------------------------------------------------------------------------
@@ -240,13 +242,13 @@ class RunView(W.VBox):
         if self._template is not None:
             body = self._template.render(looks(self._graph, self.run, self._selected, self._redact, self._docs))
         else:
-            body = table_html(self._graph, self.run, self._selected, self._redact)
+            body = table_html(self._paths, self._record, self._selected, self._redact)
         return f'<div class="nbflow-graph nbflow-w" onclick="{CLICK_JS}">{body}</div>'
 
     def _update_selector(self) -> None:
         options = []
-        for name in self._graph.nodes:
-            rec = self.run.nodes.get(name)
+        for name in self._paths:
+            rec = self._record(name)
             state = rec.status.value if rec is not None else "not in run"
             options.append((f"{SYMBOLS.get(state, '·')} {name} — {state}", name))
         if options != list(self.selector.options):
@@ -291,7 +293,7 @@ class RunView(W.VBox):
 
     def _on_pick(self, change: dict[str, Any]) -> None:
         name = str(change["new"]).split("|", 1)[0]
-        if name in self._graph.nodes:
+        if name in self._paths:
             self._user_picked = True
             self._set_selected(name)
 
@@ -303,9 +305,18 @@ class RunView(W.VBox):
         self.handle.cancel()
 
     # --- the inspector ---------------------------------------------------------------------------
+    def _record(self, path: str) -> NodeRecord | None:
+        """The record of ``path`` (``"sub.node"`` inside a sub-flow), or None when it has none (yet)."""
+        if "." not in path:
+            return self.run.nodes.get(path)
+        try:
+            return self.run.record(path)
+        except (NbflowError, LookupError):
+            return None
+
     def _refresh_inspector(self) -> None:
         name = self._selected
-        rec = self.run.nodes.get(name) if name is not None else None
+        rec = self._record(name) if name is not None else None
         key = (name, rec.status if rec else None, len(rec.attempts) if rec else 0)
         if key == self._inspected:
             return
@@ -320,7 +331,7 @@ class RunView(W.VBox):
         if name is None:
             return '<div class="nbflow-w nbflow-muted">Choose a node above (or click it in the graph) to see its output.</div>'
         parts = [f"<h4 style='margin:6px 0'>{esc(name)} &nbsp;"]
-        g = self._graph.nodes[name]
+        g = self._paths[name]
         if rec is None:
             parts.append('<span class="nbflow-muted">not part of this run</span></h4>')
             return f'<div class="nbflow-w">{"".join(parts)}</div>'
@@ -340,7 +351,9 @@ class RunView(W.VBox):
         elif rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
             parts.append(f"<div>{esc(rec.status.value)}: {esc(redact(rec.skip_reason or ''))}</div>")
         elif rec.status is NodeStatus.PENDING:
-            waiting = [u for u in g.upstream if u in self.run.nodes and not self.run.nodes[u].status.finished]
+            prefix = name.rpartition(".")[0]
+            upstream = [f"{prefix}.{u}" if prefix else u for u in g.upstream]
+            waiting = [u for u in upstream if (r := self._record(u)) is not None and not r.status.finished]
             why = f"waiting for {', '.join(waiting)}" if waiting else "waiting to start"
             parts.append(f'<div class="nbflow-muted">not started: {esc(why)}</div>')
         elif rec.status is NodeStatus.RUNNING:
