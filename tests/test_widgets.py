@@ -431,6 +431,7 @@ async def test_sub_flow_nodes_are_drawn_selectable_and_inspectable(comm_log: lis
 
     parent.add(inner, name="summ", inputs={"text": "doc"}, output="summary")
     view = RunView(parent.run(show=False))
+    assert view.selected == "summ.summary"  # the innermost failure, with the real traceback
     drawn = states(view.graph.value)
     assert drawn["summ.clean"][0] == "succeeded" and drawn["summ.summary"][0] == "failed"
     assert drawn["summ"][0] == "failed"
@@ -439,3 +440,33 @@ async def test_sub_flow_nodes_are_drawn_selectable_and_inspectable(comm_log: lis
     assert view.selected == "summ.clean" and "hello" in view.inspector.value
     view.select("summ.summary")
     assert "too short" in view.inspector.value and "Traceback" in view.inspector.value
+
+
+async def test_map_items_and_loop_iterations_are_listed(comm_log: list[Any]) -> None:
+    flow = nf.Flow("ctl")
+
+    @flow.node
+    def docs() -> list[str]:
+        return ["a", "bb", "boom", "dddd"]
+
+    @flow.map(over="docs", errors="continue")
+    def lengths(docs: str) -> int:
+        if docs == "boom":
+            raise ValueError("exploded item")
+        return len(docs)
+
+    @flow.loop(feed="draft", max_iterations=3)
+    def refine(draft: int) -> int:
+        return draft + 1
+
+    @flow.node
+    def draft() -> int:
+        return 0
+
+    view = RunView(flow.run(show=False))
+    view.select("lengths")
+    text = view.inspector.value
+    assert "<b>items</b> (4, 1 failed)" in text
+    assert "ValueError: exploded item" in text and "traceback of item 2" in text
+    view.select("refine")
+    assert "<b>iterations</b> (3, 0 failed)" in view.inspector.value

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
+from .._missing import MISSING
 from ..config import config
 from ..engine.events import Event, RunFinished
 from ..engine.states import NodeStatus
@@ -34,6 +35,7 @@ __all__ = ["RunView"]
 
 MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that big is unreadable and slow to lay out
 _MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
+_MAX_ROWS = 100  # map items / loop iterations listed in the inspector
 
 
 class RunView(W.VBox):
@@ -269,7 +271,13 @@ class RunView(W.VBox):
     def _auto_select(self) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""
         run = self.run
-        first_failed = next((n for n, r in run.nodes.items() if r.status is NodeStatus.FAILED), None)
+        # The innermost first failure: a failed sub-flow's own node has the real traceback. walk() lists a
+        # sub-flow's nodes right after it, so its failed descendants follow it in ``failed``.
+        failed = [path for path, r in run.walk() if r.status is NodeStatus.FAILED and path in self._paths]
+        first_failed = failed[0] if failed else None
+        for path in failed[1:]:
+            if first_failed is not None and path.startswith(first_failed + "."):
+                first_failed = path
         if first_failed is not None:
             self._selected = first_failed
         elif run.status.finished and run.nodes:
@@ -327,6 +335,43 @@ class RunView(W.VBox):
             body = f'<div class="nbflow-err">cannot show node {esc(name)}: {esc(type(exc).__name__)}: {esc(exc)}</div>'
         self.inspector.value = body
 
+    def _items_html(self, rec: NodeRecord) -> str:
+        """The items of a map node or the iterations of a loop node: index, state, time, output or error."""
+        items = getattr(rec, "items", None)
+        passes = getattr(rec, "iterations", None)
+        rows_of = items if items else passes
+        if not rows_of:
+            return ""
+        redact = self._redact
+        what = "items" if items else "iterations"
+        failed = [r for r in rows_of if r.error is not None]
+        rows = []
+        for r in rows_of[:_MAX_ROWS]:
+            status = getattr(r, "status", None)
+            state = chip(status.value) if status is not None else chip("failed" if r.error is not None else "succeeded")
+            if r.error is not None:
+                what_out = (
+                    f'<span class="nbflow-err">{esc(redact(f"{type(r.error).__name__}: {r.error}")[:200])}</span>'
+                )
+            else:
+                what_out = short_value(str(r.index), r.output, redact) if r.output is not MISSING else ""
+            took = "" if r.duration is None else f"{r.duration:.3f}s"
+            rows.append(f"<tr><td>{r.index}</td><td>{state}</td><td>{took}</td><td>{what_out}</td></tr>")
+        more = (
+            f'<div class="nbflow-muted">… {len(rows_of) - _MAX_ROWS:,} more {what}</div>'
+            if len(rows_of) > _MAX_ROWS
+            else ""
+        )
+        first_tb = next((getattr(r, "traceback", None) for r in failed if getattr(r, "traceback", None)), None)
+        tb = ""
+        if first_tb:
+            tb = f"<details><summary>traceback of {what[:-1]} {failed[0].index}</summary><pre>{esc(redact(first_tb))}</pre></details>"
+        return (
+            f"<div><b>{what}</b> ({len(rows_of)}, {len(failed)} failed)</div>"
+            f'<div class="nbflow-scroll"><table><tr><th>#</th><th>state</th><th>took</th><th>output / error</th></tr>'
+            f"{''.join(rows)}</table></div>{more}{tb}"
+        )
+
     def _inspector_html(self, name: str | None, rec: NodeRecord | None) -> str:
         if name is None:
             return '<div class="nbflow-w nbflow-muted">Choose a node above (or click it in the graph) to see its output.</div>'
@@ -361,6 +406,7 @@ class RunView(W.VBox):
         if rec.status is NodeStatus.SUCCEEDED:
             note = " (overridden: injected, not run)" if rec.overridden else ""
             parts.append(f"<div><b>output</b>{esc(note)}</div>{render_value(rec.output, redact)}")
+        parts.append(self._items_html(rec))
         if rec.attempts:
             t0 = self.run.started_at or rec.attempts[0].started_at
             rows = "".join(
