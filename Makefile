@@ -30,5 +30,9 @@ notebooks: setup
 test: lint typecheck
 	$(VENV)/bin/pytest $(NBVAL) tests notebooks
 
+# The real-browser test alone (JupyterLab + headless Chromium); NEED_BROWSER=1 makes setup install Chromium.
+browser: setup
+	$(VENV)/bin/pytest -m browser tests
+
 bench: setup
 	$(PY) benchmarks/engine_overhead.py

@@ -470,3 +470,30 @@ async def test_map_items_and_loop_iterations_are_listed(comm_log: list[Any]) -> 
     assert "ValueError: exploded item" in text and "traceback of item 2" in text
     view.select("refine")
     assert "<b>iterations</b> (3, 0 failed)" in view.inspector.value
+
+
+async def test_a_view_opened_mid_run_draws_at_once_and_ticks(comm_log: list[Any]) -> None:
+    flow = nf.Flow("mid")
+    gate = anyio.Event()
+
+    @flow.node
+    async def slow() -> int:
+        await gate.wait()
+        return 1
+
+    handle = flow.start(show=False)
+    for _ in range(20):
+        await anyio.sleep(0)
+    t = FakeTime()
+    view = RunView(handle, clock=t.clock, later=t.later)
+    assert states(view.graph.value)["slow"][0] == "running"  # no waiting for the next event
+    assert [cb.__name__ for _, cb in t.scheduled] == ["_tick"]
+    t.scheduled.pop()[1]()  # a second later: the header is refreshed and the next tick scheduled
+    assert [cb.__name__ for _, cb in t.scheduled] == ["_tick"]
+    gate.set()
+    await handle
+    due, t.scheduled = t.scheduled, []
+    for _, cb in due:
+        cb()
+    assert t.scheduled == []  # the run is over: the ticking stops
+    assert "SUCCEEDED" in view.header.value

@@ -18,7 +18,7 @@ import ipywidgets as W
 from .._missing import MISSING
 from ..config import config
 from ..engine.events import Event, RunFinished
-from ..engine.states import NodeStatus
+from ..engine.states import NodeStatus, RunStatus
 from ..errors import NbflowError
 from .graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, node_paths, table_html
 from .render import render_value, short_value
@@ -120,14 +120,20 @@ class RunView(W.VBox):
         self._unsubscribe: Callable[[], None] | None = None
         if not self._live_labels:
             self._set_options([(name, name) for name in self._paths])
-        if run.status.finished:
-            self._redraw()
-        else:
+        if run.status is RunStatus.PENDING:
             # Only the header now: the first event's poke draws the rest within one interval, and a run
             # that ends sooner is drawn once, by the final redraw (a big graph is costly to draw twice).
             self.header.value = self._header_html()
             self.graph.value = '<div class="nbflow-muted nbflow-w">starting…</div>'
+        else:
+            self._redraw()
+        if not run.status.finished:
             self._unsubscribe = run.subscribe(self._on_event)
+            if run.status.finished:  # it ended (in another thread) between the check and subscribing
+                self._on_event(RunFinished(run_id=run.run_id, time=time.time(), status=run.status, duration=0.0))
+            elif run.status is not RunStatus.PENDING:  # shown mid-run: keep the elapsed time moving
+                self._ticking = True
+                self._later(1.0, self._tick)
 
     # --- public ----------------------------------------------------------------------------------
     @property
