@@ -21,6 +21,7 @@ from .engine.events import RunFinished as RunFinished
 from .engine.events import RunStarted as RunStarted
 from .engine.states import NodeStatus as NodeStatus
 from .engine.states import RunStatus as RunStatus
+from .errors import ConfigError as ConfigError
 from .errors import CycleError as CycleError
 from .errors import FlowDefinitionError as FlowDefinitionError
 from .errors import GraphError as GraphError
@@ -51,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MISSING",
     "Attempt",
+    "ConfigError",
     "CycleError",
     "Event",
     "FirstOf",

@@ -17,7 +17,8 @@ The tree::
     ├── LoopLimitError (RuntimeError)      a loop reached max_iterations with on_max="fail"
     ├── SubflowFailedError (RuntimeError)  a sub-flow run failed; .run is its record
     ├── StateTransitionError (RuntimeError)  the engine tried an illegal state change (a bug)
-    └── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+    ├── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+    └── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .run import Run
 
 __all__ = [
+    "ConfigError",
     "CycleError",
     "FlowDefinitionError",
     "GraphError",
@@ -235,6 +237,10 @@ class StateTransitionError(NbflowError, RuntimeError):
 
 class RunnerError(NbflowError, RuntimeError):
     """A run was driven from a place where that way of running cannot work."""
+
+
+class ConfigError(NbflowError, ValueError):
+    """A setting of ``nbflow.config`` got a value it cannot take; the message names it and the fix."""
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -497,3 +497,13 @@ async def test_a_view_opened_mid_run_draws_at_once_and_ticks(comm_log: list[Any]
         cb()
     assert t.scheduled == []  # the run is over: the ticking stops
     assert "SUCCEEDED" in view.header.value
+
+
+def test_config_refuses_bad_values() -> None:
+    with pytest.raises(nf.ConfigError, match="must be True or False"):
+        nf.config.show = "no"  # type: ignore[assignment]
+    with pytest.raises(nf.ConfigError, match=r"redraw_interval .* \(0, 60\]"):
+        nf.config.redraw_interval = 0
+    with pytest.raises(AttributeError):
+        nf.config.shw = False  # type: ignore[attr-defined]
+    assert nf.config.show is True and nf.config.redraw_interval == 0.25
