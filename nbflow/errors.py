@@ -17,7 +17,10 @@ The tree::
     ├── LoopLimitError (RuntimeError)      a loop reached max_iterations with on_max="fail"
     ├── SubflowFailedError (RuntimeError)  a sub-flow run failed; .run is its record
     ├── StateTransitionError (RuntimeError)  the engine tried an illegal state change (a bug)
-    └── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+    ├── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+    ├── ResumeConflictError (RuntimeError) resuming a run that is not paused, or a question already answered
+    ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
+    └── StoreError (RuntimeError)          a store file is missing, locked, corrupt, or a value cannot be stored
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from .run import Run
 
 __all__ = [
+    "AnswerError",
     "CycleError",
     "FlowDefinitionError",
     "GraphError",
@@ -43,11 +47,13 @@ __all__ = [
     "NbflowError",
     "NbflowWarning",
     "NodeOutputError",
+    "ResumeConflictError",
     "RoutingError",
     "RunFailedError",
     "RunInterrupted",
     "RunnerError",
     "StateTransitionError",
+    "StoreError",
     "SubflowFailedError",
     "TypeValidationError",
     "UnknownInputError",
@@ -235,6 +241,21 @@ class StateTransitionError(NbflowError, RuntimeError):
 
 class RunnerError(NbflowError, RuntimeError):
     """A run was driven from a place where that way of running cannot work."""
+
+
+class ResumeConflictError(NbflowError, RuntimeError):
+    """Resuming a run that is not paused, or answering a question that was already answered.
+
+    Like an HTTP 409: nothing was changed. Two racing resumes: exactly one wins.
+    """
+
+
+class AnswerError(NbflowError, ValueError):
+    """An answer does not fit the question's options or schema. Nothing was changed."""
+
+
+class StoreError(NbflowError, RuntimeError):
+    """A store file is missing, locked or corrupt, or a value cannot be stored. Nothing was overwritten."""
 
 
 class RunInterrupted(KeyboardInterrupt):
