@@ -2,6 +2,10 @@
 
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
+from .clock import SYSTEM_CLOCK as SYSTEM_CLOCK
+from .clock import Clock as Clock
+from .clock import FakeClock as FakeClock
+from .clock import SystemClock as SystemClock
 from .control import FirstOf as FirstOf
 from .control import ItemFailed as ItemFailed
 from .control import Loop as Loop
@@ -13,6 +17,7 @@ from .engine.events import Event as Event
 from .engine.events import NodeCancelled as NodeCancelled
 from .engine.events import NodeEvent as NodeEvent
 from .engine.events import NodeFailed as NodeFailed
+from .engine.events import NodeRetrying as NodeRetrying
 from .engine.events import NodeSkipped as NodeSkipped
 from .engine.events import NodeStarted as NodeStarted
 from .engine.events import NodeSucceeded as NodeSucceeded
@@ -29,6 +34,7 @@ from .errors import MissingInputError as MissingInputError
 from .errors import NbflowError as NbflowError
 from .errors import NbflowWarning as NbflowWarning
 from .errors import NodeOutputError as NodeOutputError
+from .errors import NodeTimeoutError as NodeTimeoutError
 from .errors import RoutingError as RoutingError
 from .errors import RunFailedError as RunFailedError
 from .errors import RunInterrupted as RunInterrupted
@@ -38,6 +44,12 @@ from .errors import SubflowFailedError as SubflowFailedError
 from .errors import TypeValidationError as TypeValidationError
 from .errors import UnknownInputError as UnknownInputError
 from .errors import UnknownNodeError as UnknownNodeError
+from .limits import Limit as Limit
+from .policies import Default as Default
+from .policies import ErrorInfo as ErrorInfo
+from .policies import Failed as Failed
+from .policies import Retry as Retry
+from .policies import is_transient as is_transient
 from .run import Attempt as Attempt
 from .run import ItemRecord as ItemRecord
 from .run import Iteration as Iteration
@@ -49,9 +61,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MISSING",
+    "SYSTEM_CLOCK",
     "Attempt",
+    "Clock",
     "CycleError",
+    "Default",
+    "ErrorInfo",
     "Event",
+    "Failed",
+    "FakeClock",
     "FirstOf",
     "Flow",
     "FlowDefinitionError",
@@ -59,6 +77,7 @@ __all__ = [
     "ItemFailed",
     "ItemRecord",
     "Iteration",
+    "Limit",
     "Loop",
     "LoopLimitError",
     "Map",
@@ -72,10 +91,13 @@ __all__ = [
     "NodeFailed",
     "NodeOutputError",
     "NodeRecord",
+    "NodeRetrying",
     "NodeSkipped",
     "NodeStarted",
     "NodeStatus",
     "NodeSucceeded",
+    "NodeTimeoutError",
+    "Retry",
     "RoutingError",
     "Run",
     "RunFailedError",
@@ -87,9 +109,11 @@ __all__ = [
     "RunnerError",
     "StateTransitionError",
     "SubflowFailedError",
+    "SystemClock",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
     "first_of",
+    "is_transient",
     "optional",
 ]

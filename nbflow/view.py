@@ -96,6 +96,9 @@ def _draw_nodes(
         elif spec.loop is not None:
             title += f"\n[loop on {spec.loop.feed}]"
         label = title if run is None else f"{title}\n{status.value}"
+        if rec is not None:
+            label += f" ×{len(rec.attempts)}" if len(rec.attempts) > 1 else ""  # retries show in the picture
+            label += " (recovered)" if rec.recovered else ""
         tooltip = (spec.doc.splitlines() or [name])[0]
         if rec is not None:
             if rec.error is not None:

@@ -43,8 +43,18 @@ def taken_branches(output: Any) -> frozenset[str]:
     return frozenset(output)
 
 
-def guard_reason(g: GNode, records: Mapping[str, NodeRecord]) -> str | None:
-    """None if node ``g`` can run now that its upstreams are final, else why it is skipped."""
+def guard_reason(
+    g: GNode,
+    records: Mapping[str, NodeRecord],
+    ok: Callable[[str], bool] | None = None,
+    why: Callable[[str, NodeRecord], str] = upstream_reason,
+) -> str | None:
+    """None if node ``g`` can run now that its upstreams are final, else why it is skipped.
+
+    ``ok(name)`` says whether a (non-merge) source counts as having produced a value (default:
+    it SUCCEEDED; error strategies also accept e.g. an ``on_error="continue"`` failure), and
+    ``why(name, record)`` words the reason when it did not.
+    """
     if g.spec.branch is not None:
         router, branch = g.spec.branch
         rec = records[router]
@@ -61,8 +71,8 @@ def guard_reason(g: GNode, records: Mapping[str, NodeRecord]) -> str | None:
                 return f"none of {names} produced an output for {dep.param!r}"
             continue
         rec = records[dep.source]
-        if rec.status is not NodeStatus.SUCCEEDED:
-            return upstream_reason(dep.source, rec)
+        if not (rec.status is NodeStatus.SUCCEEDED if ok is None else ok(dep.source)):
+            return why(dep.source, rec)
     return None
 
 
@@ -137,7 +147,7 @@ async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str
     child.graph = graph
     if parent._subscribers:
         child.subscribe(partial(_forward, parent, path))
-    await execute(graph, plan, child, kwargs, {}, flow.concurrency)
+    await execute(graph, plan, child, kwargs, {}, flow.concurrency, flow._resolved_policies())
     return child
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",
+    "NodeRetrying",
     "NodeSkipped",
     "NodeStarted",
     "NodeSucceeded",
@@ -40,6 +41,7 @@ class RunStarted(Event):
 class RunFinished(Event):
     status: RunStatus
     duration: float
+    reason: str | None = None  # why a run was CANCELLED by nbflow itself (e.g. its deadline)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +51,8 @@ class NodeEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeStarted(NodeEvent):
+    """An attempt started: one event per attempt (``attempt`` counts from 1)."""
+
     attempt: int = 1
 
 
@@ -56,12 +60,26 @@ class NodeStarted(NodeEvent):
 class NodeSucceeded(NodeEvent):
     duration: float
     overridden: bool = False
+    recovered: bool = False  # the node failed and on_error=nf.Default(...) supplied its output
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeFailed(NodeEvent):
     error: BaseException
     duration: float
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRetrying(NodeEvent):
+    """Attempt ``attempt`` failed with ``error``; the next one starts after ``delay`` seconds."""
+
+    attempt: int
+    error: BaseException
+    delay: float
 
     @property
     def error_type(self) -> str:

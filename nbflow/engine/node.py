@@ -22,7 +22,7 @@ from .control import run_control
 from .events import NodeFailed, NodeStarted, NodeSucceeded
 from .states import NodeStatus
 
-__all__ = ["call_node", "format_user_traceback"]
+__all__ = ["call_node", "format_user_traceback", "invoke"]
 
 # Frames from these folders are dropped from the top of a node's traceback: users see their code.
 _HIDDEN_DIRS = (
@@ -79,6 +79,25 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
     rec._to(NodeStatus.SUCCEEDED)
     if run._subscribers:
         run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=name, duration=duration))
+
+
+async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> Any:
+    """One call of the node, as ``call_node`` makes it (control flow, async, thread or inline), output checked.
+
+    Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same steps.
+    """
+    spec = g.spec
+    if not spec.plain:
+        return await run_control(g, rec, kwargs, run)  # validates its outputs itself
+    if spec.is_async:
+        out = await spec.func(**kwargs)
+    elif spec.thread:
+        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+    else:
+        out = spec.func(**kwargs)
+    if g.check_return is not None:
+        out = g.check_return(out)
+    return out
 
 
 def format_user_traceback(exc: BaseException) -> str:
