@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import FlowDefinitionError, GraphError, NbflowError, NodeTimeoutError
+from .errors import FlowDefinitionError, GraphError, MapItemError, NbflowError, NodeTimeoutError
 
 __all__ = ["Default", "ErrorInfo", "Failed", "OnError", "Retry", "is_transient", "retry_after_of"]
 
@@ -61,8 +61,8 @@ def retry_after_of(exc: BaseException) -> float | None:
 def is_transient(exc: BaseException) -> bool:
     """The default retry rule: is ``exc`` an error that may go away if the call is made again?
 
-    In order: a ``retryable`` attribute decides if present (True or False); nbflow's own errors are
-    not transient except ``NodeTimeoutError``; ``TimeoutError`` and ``ConnectionError`` are; an HTTP
+    In order: a ``retryable`` attribute decides if present (True or False); a ``MapItemError`` is
+    judged by the item's error; nbflow's own errors are not transient except ``NodeTimeoutError``; ``TimeoutError`` and ``ConnectionError`` are; an HTTP
     status (``status_code``/``status`` on the error or its ``response``) of 408, 425, 429 or 5xx is,
     any other status is not; an error carrying ``retry_after`` is; an error whose class (or a base
     class) is named like a client library's timeout/connection error (``...Timeout``,
@@ -72,6 +72,8 @@ def is_transient(exc: BaseException) -> bool:
     flag = getattr(exc, "retryable", None)
     if flag is not None:
         return bool(flag)
+    if isinstance(exc, MapItemError) and exc.__cause__ is not None:
+        return is_transient(exc.__cause__)  # a map failed by one item: judge by that item's error
     if isinstance(exc, NbflowError):
         return isinstance(exc, NodeTimeoutError)
     if isinstance(exc, (TimeoutError, ConnectionError)):

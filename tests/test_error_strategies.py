@@ -156,10 +156,10 @@ def handler_flow(*, fail: bool, handler_fails: bool = False) -> tuple[nf.Flow, l
             raise RuntimeError("handler broke")
         return f"sorry, no answer to {question} ({call_llm.type}: {call_llm.message})"
 
-    @flow.node
-    async def reply(polish: str | None = None, apologise: str | None = None) -> str:
+    @flow.node(inputs={"answer": nf.first_of("polish", "apologise")})  # whichever branch ran
+    async def reply(answer: str) -> str:
         ran.append("reply")
-        return polish or apologise or "?"
+        return answer
 
     return flow, ran
 
@@ -192,7 +192,7 @@ async def test_a_failing_handler_fails_the_run():
     assert run.status is nf.RunStatus.FAILED
     assert run.nodes["apologise"].status is nf.NodeStatus.FAILED
     assert run.nodes["reply"].status is nf.NodeStatus.SKIPPED
-    assert run.nodes["reply"].skip_reason == "upstream 'apologise' failed"
+    assert run.nodes["reply"].skip_reason == "none of 'polish', 'apologise' produced an output for 'answer'"
 
 
 async def test_handler_receives_the_error_info_with_traceback_and_attempts():
@@ -246,18 +246,20 @@ async def test_handler_of_a_node_skipped_by_an_unhandled_failure_is_skipped_and_
     async def apologise(call_llm: nf.ErrorInfo) -> str:
         return "sorry"
 
-    @flow.node
-    async def reply(call_llm: str | None = None, apologise: str | None = None) -> str:
+    @flow.node(inputs={"answer": nf.first_of("call_llm", "apologise")})
+    async def reply(answer: str) -> str:
         return "reply"
 
     run = await flow.arun()
     assert run.status is nf.RunStatus.FAILED
-    for name in ("call_llm", "apologise", "reply"):
+    for name in ("call_llm", "apologise"):
         assert run.nodes[name].status is nf.NodeStatus.SKIPPED
         assert run.nodes[name].skip_reason == "upstream 'fetch' failed"
+    assert run.nodes["reply"].status is nf.NodeStatus.SKIPPED
+    assert run.nodes["reply"].skip_reason == "none of 'call_llm', 'apologise' produced an output for 'answer'"
 
 
-async def test_a_merge_with_a_required_parameter_from_the_untaken_branch_is_skipped():
+async def test_a_node_needing_both_branches_is_skipped_but_the_handled_run_succeeds():
     flow = nf.Flow("f")
 
     @flow.node
@@ -274,6 +276,9 @@ async def test_a_merge_with_a_required_parameter_from_the_untaken_branch_is_skip
 
     run = await flow.arun()
     assert run.nodes["needs_answer"].status is nf.NodeStatus.SKIPPED
+    assert run.nodes["needs_answer"].skip_reason == (
+        "upstream 'call_llm' failed; its failure handler 'apologise' runs instead"
+    )
     assert run.status is nf.RunStatus.SUCCEEDED  # handled; the skip is the branch not taken
 
 
@@ -378,12 +383,10 @@ async def test_strategies_combined_retry_timeout_default_handler_and_continue():
     async def soft() -> int:
         raise QuotaError("soft")
 
-    @flow.node
-    async def combine(
-        hangs: str, flaky_then_ok: str, soft: int, broken: str | None = None, fallback: str | None = None
-    ) -> str:
+    @flow.node(inputs={"answer": nf.first_of("broken", "fallback")})
+    async def combine(hangs: str, flaky_then_ok: str, soft: int, answer: str) -> str:
         soft_text = "failed" if isinstance(soft, nf.Failed) else str(soft)
-        return f"{hangs}|{flaky_then_ok}|{broken or fallback}|{soft_text}"
+        return f"{hangs}|{flaky_then_ok}|{answer}|{soft_text}"
 
     run = await flow.arun()
     assert run["combine"] == "default|ok|fallback for ValueError|failed"
@@ -420,3 +423,72 @@ async def test_default_also_covers_an_input_that_fails_its_hint():
 
     run = await flow.arun()
     assert run["consumer"] == 0 and isinstance(run.nodes["consumer"].error, nf.TypeValidationError)
+
+
+async def test_an_optional_input_from_a_continue_node_gets_the_failed_marker_not_missing():
+    flow = nf.Flow("f")
+
+    @flow.node(on_error="continue")
+    async def enrich() -> str:
+        raise QuotaError("quota")
+
+    @flow.node(on_failure_of="fails")
+    async def handler() -> str:
+        return "h"
+
+    @flow.node
+    async def fails() -> str:
+        raise QuotaError("other")
+
+    @flow.node(inputs={"notes": nf.optional("enrich"), "other": nf.optional("fails")})
+    async def final(notes: str, other: str) -> str:
+        return f"{type(notes).__name__}/{other!r}"
+
+    run = await flow.arun()
+    assert run["final"] == "Failed/nbflow.MISSING"  # a handled failure's value is simply missing
+
+
+async def test_continue_feeds_a_node_on_a_router_branch():
+    flow = nf.Flow("f")
+
+    @flow.router(branches=["a", "b"])
+    def route() -> str:
+        return "a"
+
+    @flow.node(on_error="continue")
+    async def soft() -> str:
+        raise QuotaError("soft")
+
+    @flow.node(branch="route.a")
+    async def on_a(soft: str) -> str:
+        return "marker" if isinstance(soft, nf.Failed) else soft
+
+    run = await flow.arun()
+    assert run["on_a"] == "marker"
+
+
+async def test_policies_apply_to_control_flow_and_sub_flow_nodes():
+    clock = nf.FakeClock()
+    sub = nf.Flow("sub", clock=clock)
+    sub_calls = []
+
+    @sub.node(retry=nf.Retry(attempts=2))
+    async def inner(text: str) -> str:
+        sub_calls.append(text)
+        if len(sub_calls) == 1:
+            raise ConnectionError("blip")
+        return text.upper()
+
+    flow = nf.Flow("f", clock=clock)
+    flow.add(sub, name="summ", output="inner")
+    map_calls = []
+
+    @flow.map(over="items", retry=nf.Retry(attempts=3), on_error=nf.Default([]))
+    async def each(items: int) -> int:
+        map_calls.append(items)
+        raise ConnectionError("down")
+
+    run = await flow.arun(text="x", items=[1, 2])
+    assert run["summ"] == "X" and sub_calls == ["x", "x"]  # the sub-flow kept its node's retry
+    assert run["each"] == [] and run.nodes["each"].recovered
+    assert len(run.nodes["each"].attempts) == 3  # the whole map is retried

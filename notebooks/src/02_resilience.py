@@ -52,8 +52,7 @@ async def fake_llm(prompt: str) -> str:
 # - `apologise` is its **fail branch**: it runs only if `call_llm` fails for good, and receives the
 #   error as data;
 # - `related` falls back to a **default** (`[]`) when the search index is down;
-# - `reply` takes whichever branch ran: a parameter with a default is simply not passed when its
-#   branch did not run.
+# - `reply` takes whichever branch ran, with the control-flow merge `nf.first_of`.
 
 # %%
 flow = nf.Flow("assistant", limits={"llm": nf.Limit(max_concurrency=2, per_second=50, burst=5)})
@@ -79,9 +78,9 @@ async def related(question: str) -> list[str]:
     raise ConnectionError("search index offline")
 
 
-@flow.node
-def reply(related: list[str], call_llm: str | None = None, apologise: str | None = None) -> str:
-    return f"{call_llm or apologise} (related: {len(related)})"
+@flow.node(inputs={"answer": nf.first_of("call_llm", "apologise")})
+def reply(answer: str, related: list[str]) -> str:
+    return f"{answer} (related: {len(related)})"
 
 
 flow
