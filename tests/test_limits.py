@@ -314,3 +314,22 @@ async def test_a_waiter_cancelled_as_the_slot_reaches_it_passes_the_slot_on(orde
         await c
     assert b.cancelled() and got == ["c"]
     assert limit.in_flight == 0 and limit.waiting == 0
+
+
+async def test_a_map_node_takes_its_limit_per_item():
+    gauge = Gauge()
+    limit = nf.Limit(max_concurrency=2)
+    flow = nf.Flow("f", limits={"llm": limit})
+
+    @flow.map(over="docs", concurrency=10, uses="llm")
+    async def summarize(docs: str) -> str:
+        gauge.enter()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gauge.leave()
+        return docs.upper()
+
+    run = await flow.arun(docs=[f"d{i}" for i in range(10)])
+    assert run["summarize"] == [f"D{i}" for i in range(10)]
+    assert gauge.total == 10 and gauge.peak == 2
+    assert limit.in_flight == 0

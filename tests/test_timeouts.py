@@ -231,3 +231,20 @@ async def test_a_flow_input_named_timeout_is_not_mistaken_for_the_deadline():
     assert run["fetch"] == "u within 3.0"
     run = await flow.arun({"timeout": 3}, url="u", timeout=30)  # both: the input and a deadline
     assert run["fetch"] == "u within 3.0" and run.status is nf.RunStatus.SUCCEEDED
+
+
+async def test_a_sub_flow_node_times_out_and_its_inner_run_is_cancelled():
+    sub = nf.Flow("sub")
+
+    @sub.node
+    async def inner(text: str) -> str:
+        await asyncio.sleep(FOREVER)
+        return text
+
+    flow = nf.Flow("f")
+    flow.add(sub, name="summ", output="inner", timeout=0.05)
+    with anyio.fail_after(10):
+        run = await flow.arun(text="x")
+    rec = run.nodes["summ"]
+    assert isinstance(rec.error, nf.NodeTimeoutError)
+    assert rec.subrun is None or rec.subrun.status is nf.RunStatus.CANCELLED

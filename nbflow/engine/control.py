@@ -7,7 +7,7 @@ control flow, so a plain flow pays nothing for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -19,6 +19,7 @@ from .._missing import MISSING
 from ..control import ItemFailed
 from ..errors import LoopLimitError, MapItemError, RoutingError, SubflowFailedError
 from ..graph import GNode
+from ..limits import Limit
 from ..run import ItemRecord, Iteration, NodeRecord, Run
 from .events import Event, NodeEvent
 from .states import NodeStatus
@@ -92,10 +93,16 @@ def gather_kwargs(g: GNode, records: Mapping[str, NodeRecord], inputs: Mapping[s
 
 
 # --- running a control-flow node --------------------------------------------------------------------
-async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> Any:
-    """The output of a router, map, loop or sub-flow node (raises what fails it)."""
+async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, limits: Sequence[Limit] = ()) -> Any:
+    """The output of a router, map, loop or sub-flow node (raises what fails it).
+
+    ``limits`` (a node's ``uses=``) are taken around each call of the body: per item of a map,
+    per iteration of a loop.
+    """
     spec = g.spec
     call: Call = partial(_call_once, g, rec, run)
+    if limits:
+        call = partial(_call_limited, call, limits)
     if spec.map is not None:
         return await _run_map(g, rec, kwargs, call)
     if spec.loop is not None:
@@ -107,6 +114,18 @@ async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Ru
             bad = out if chosen is None or not chosen else next(b for b in chosen if b not in g.branches)
             raise RoutingError(spec.name, bad, g.branches)
     return out
+
+
+async def _call_limited(call: Call, limits: Sequence[Limit], kwargs: dict[str, Any], label: str, holder: Any) -> Any:
+    taken: list[Limit] = []
+    try:
+        for limit in limits:
+            await limit.acquire()
+            taken.append(limit)
+        return await call(kwargs, label, holder)
+    finally:
+        for limit in reversed(taken):
+            limit.release()
 
 
 async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any], label: str, holder: Any) -> Any:

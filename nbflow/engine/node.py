@@ -10,6 +10,7 @@ import concurrent.futures
 import os
 import time
 import traceback
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -17,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from ..graph import GNode
+from ..limits import Limit
 from ..run import Attempt, NodeRecord, Run
 from .control import run_control
 from .events import NodeFailed, NodeStarted, NodeSucceeded
@@ -81,14 +83,15 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=name, duration=duration))
 
 
-async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> Any:
+async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, limits: Sequence[Limit] = ()) -> Any:
     """One call of the node, as ``call_node`` makes it (control flow, async, thread or inline), output checked.
 
-    Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same steps.
+    Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
+    steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
     """
     spec = g.spec
     if not spec.plain:
-        return await run_control(g, rec, kwargs, run)  # validates its outputs itself
+        return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
     if spec.is_async:
         out = await spec.func(**kwargs)
     elif spec.thread:

@@ -107,18 +107,25 @@ def build_policies(
 
 
 async def _attempt(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, pol: NodePolicy, number: int) -> Any:
-    """One try: take the limits, call under the timeout (the output is checked by ``invoke``)."""
+    """One try: take the limits, call under the timeout (the output is checked by ``invoke``).
+
+    A control-flow node (map, loop, sub-flow) takes its limits per body call instead, inside.
+    """
     taken: list[Limit] = []
+    inner: tuple[Limit, ...] = ()
     try:
-        for limit in pol.limits:
-            await limit.acquire()
-            taken.append(limit)
+        if g.spec.plain:
+            for limit in pol.limits:
+                await limit.acquire()
+                taken.append(limit)
+        else:
+            inner = pol.limits
         if pol.timeout is None:
-            out = await invoke(g, rec, kwargs, run)
+            out = await invoke(g, rec, kwargs, run, inner)
         else:
             try:
                 async with asyncio.timeout(pol.timeout) as cm:
-                    out = await invoke(g, rec, kwargs, run)
+                    out = await invoke(g, rec, kwargs, run, inner)
             except TimeoutError as exc:
                 if cm.expired():
                     raise NodeTimeoutError(g.spec.name, pol.timeout, number) from exc
