@@ -8,6 +8,8 @@ import time
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nbflow as nf
 
@@ -333,3 +335,37 @@ async def test_a_map_node_takes_its_limit_per_item():
     assert run["summarize"] == [f"D{i}" for i in range(10)]
     assert gauge.total == 10 and gauge.peak == 2
     assert limit.in_flight == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    cap=st.integers(1, 5),
+    rate=st.integers(1, 30),
+    burst=st.integers(1, 4),
+    rows=st.integers(1, 30),
+    holds=st.lists(st.integers(0, 3), min_size=1, max_size=5),
+)
+def test_property_cap_and_rate_hold_for_any_settings_and_load(cap, rate, burst, rows, holds):
+    clock = nf.FakeClock()
+    limit = nf.Limit(max_concurrency=cap, per_second=rate, burst=burst, clock=clock)
+    flow = nf.Flow("f", limits={"llm": limit})
+    gauge = Gauge()
+    starts: list[float] = []
+
+    @flow.node(uses="llm")
+    async def call(row: int) -> int:
+        starts.append(clock.monotonic())
+        gauge.enter()
+        for _ in range(holds[row % len(holds)]):  # rows hold their slot for different times
+            await clock.sleep(0.01)
+        gauge.leave()
+        return row
+
+    async def main() -> list[nf.Run]:
+        return await asyncio.gather(*(flow.arun(row=i) for i in range(rows)))
+
+    runs = anyio.run(main)
+    assert sorted(r["call"] for r in runs) == list(range(rows))
+    assert gauge.peak <= cap
+    assert_rate_held(starts, rate=rate, burst=burst)
+    assert limit.in_flight == 0 and limit.waiting == 0
