@@ -492,3 +492,11 @@ async def test_policies_apply_to_control_flow_and_sub_flow_nodes():
     assert run["summ"] == "X" and sub_calls == ["x", "x"]  # the sub-flow kept its node's retry
     assert run["each"] == [] and run.nodes["each"].recovered
     assert len(run.nodes["each"].attempts) == 3  # the whole map is retried
+
+
+def test_the_drawing_shows_the_fail_branch():
+    flow, _ = handler_flow(fail=True)
+    source = flow.to_dot().source
+    assert source.count("call_llm -> apologise") == 1  # one edge, drawn as the fail branch
+    assert 'call_llm -> apologise [label="on failure"' in source
+    assert "apologise <- call_llm (on failure), <question>" in flow._repr_mimebundle_()["text/plain"]
