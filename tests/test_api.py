@@ -35,6 +35,19 @@ EXPECTED = {
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    # resilience (docs/resilience.md)
+    "SYSTEM_CLOCK",
+    "Clock",
+    "Default",
+    "ErrorInfo",
+    "Failed",
+    "FakeClock",
+    "Limit",
+    "NodeRetrying",
+    "NodeTimeoutError",
+    "Retry",
+    "SystemClock",
+    "is_transient",
 }
 
 
