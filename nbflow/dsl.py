@@ -8,11 +8,19 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from . import _options
+from ._missing import MISSING
+from .clock import SYSTEM_CLOCK, Clock
 from .control import Loop, Map, Router
 from .display import auto_show
 from .engine import scheduler
-from .errors import FlowDefinitionError, UnknownNodeError
+from .engine.policy import FlowPolicies, build_policies
+from .engine.states import RunStatus
+from .errors import FlowDefinitionError, RunnerError, UnknownNodeError
 from .graph import Graph, InputInfo, Plan, compile_graph
+from .limits import Limit
+from .policies import OnError, Retry
+from .resume import register_flow
 from .run import Run, Subscriber
 from .runner import RunHandle, in_kernel, kernel_ticker, run_blocking
 from .spec import NodeSpec, Source, make_spec, make_subflow_spec
@@ -26,21 +34,73 @@ class Flow:
     """A named set of nodes wired by parameter names.
 
     ``validate`` turns pydantic checking of inputs and outputs against type hints on or off;
-    ``concurrency`` caps how many nodes run at once (default: no cap).
+    ``concurrency`` caps how many nodes run at once (default: no cap). ``retry`` is the default
+    retry policy of every node (``nf.Retry(...)`` or a number of attempts; a node's own ``retry=``
+    wins); ``limits`` names shared limits (``{"llm": nf.Limit(max_concurrency=4)}``) that nodes
+    take with ``uses=``; ``clock`` is what retry delays sleep on (``nf.FakeClock()`` in tests).
+    See docs/resilience.md.
     """
 
-    def __init__(self, name: str = "flow", *, validate: bool = True, concurrency: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "flow",
+        *,
+        validate: bool = True,
+        concurrency: int | None = None,
+        retry: Retry | int | None = None,
+        limits: Mapping[str, Limit] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        store: Any = None,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
         _check_concurrency(concurrency)
         self.name = name
         self.validate = validate
         self.concurrency = concurrency
+        self.store = store
+        """Default checkpoint store (a SQLite path) for this flow's runs; ``store=`` per call overrides."""
+        self._retry = _options.flow_retry(name, retry)
+        self._limits = _options.flow_limits(name, limits)
+        self._clock = _options.flow_clock(name, clock)
         self._specs: dict[str, NodeSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
         self._version = 0
+        self._policies: FlowPolicies | None = None
+        register_flow(self)
         self.last_run: Run | None = None
+
+    # --- flow-wide policies (changing one recompiles the flow) -----------------------------------
+    @property
+    def retry(self) -> Retry | None:
+        """The default retry policy of nodes that set none (None: no retries)."""
+        return self._retry
+
+    @retry.setter
+    def retry(self, value: Retry | int | None) -> None:
+        self._retry = _options.flow_retry(self.name, value)
+        self._graph = None
+
+    @property
+    def limits(self) -> Mapping[str, Limit]:
+        """The named shared limits nodes can take with ``uses=`` (read-only; set a new dict to change)."""
+        return MappingProxyType(self._limits)
+
+    @limits.setter
+    def limits(self, value: Mapping[str, Limit] | None) -> None:
+        self._limits = _options.flow_limits(self.name, value)
+        self._graph = None
+
+    @property
+    def clock(self) -> Clock:
+        """The clock retry delays sleep on."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, value: Clock) -> None:
+        self._clock = _options.flow_clock(self.name, value)
+        self._graph = None
 
     # --- declaring -----------------------------------------------------------------------------
     @overload
@@ -57,6 +117,11 @@ class Flow:
         branch: str | None = None,
         map: Map | None = None,
         loop: Loop | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -71,6 +136,11 @@ class Flow:
         map: Map | None = None,
         loop: Loop | None = None,
         router: Router | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -80,10 +150,27 @@ class Flow:
         functions run in a worker thread unless ``thread=False``. ``branch="router.name"`` runs the
         node only when that router takes that branch. Declaring a node whose name exists replaces
         it (re-running a notebook cell does exactly that).
+
+        Resilience (docs/resilience.md): ``retry=nf.Retry(...)`` (or a number of attempts; False:
+        none, even if the flow has a default); ``timeout=`` seconds per attempt; ``on_error=``
+        ``"fail"``, ``"continue"`` or ``nf.Default(value)``; ``on_failure_of="node"`` makes this
+        node that node's failure handler (the parameter named after it receives an
+        ``nf.ErrorInfo``); ``uses="llm"`` (or a list) takes the flow's named limits per attempt.
         """
 
         register = self._register(
-            name=name, inputs=inputs, thread=thread, branch=branch, map=map, loop=loop, router=router
+            name=name,
+            inputs=inputs,
+            thread=thread,
+            branch=branch,
+            map=map,
+            loop=loop,
+            router=router,
+            retry=retry,
+            timeout=timeout,
+            on_error=on_error,
+            on_failure_of=on_failure_of,
+            uses=uses,
         )
         return register(func) if func is not None else register
 
@@ -147,6 +234,11 @@ class Flow:
         loop: Loop | None = None,
         router: Router | None = None,
         output: str | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -164,6 +256,17 @@ class Flow:
             spec = make_spec(
                 func, name=name, inputs=inputs, thread=thread, router=router, branch=branch, map=map, loop=loop
             )
+        options = _options.node_options(
+            spec,
+            retry=retry,
+            timeout=timeout,
+            on_error=on_error,
+            on_failure_of=on_failure_of,
+            uses=uses,
+            limits=self._limits,
+        )
+        if options:
+            spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
         self._changed()
@@ -194,9 +297,17 @@ class Flow:
         """The validated graph (compiled once per change); raises CycleError etc."""
         stamp = self._stamp()
         if self._graph is None or self._graph_stamp != stamp:
-            self._graph = compile_graph(self.name, self._specs, validate=self.validate)
+            graph = compile_graph(self.name, self._specs, validate=self.validate)
+            self._policies = build_policies(graph, self._retry, self._limits, self._clock)
+            self._graph = graph
             self._graph_stamp = stamp
         return self._graph
+
+    def _resolved_policies(self) -> FlowPolicies:
+        """Every node's resolved policy (retry, timeout, on_error, limits) and the failure handlers."""
+        self.graph  # noqa: B018  (compiles, and resolves the policies with it)
+        assert self._policies is not None
+        return self._policies
 
     @property
     def inputs(self) -> Mapping[str, InputInfo]:
@@ -217,6 +328,7 @@ class Flow:
         targets: Iterable[str] | str | None,
         overrides: Mapping[str, Any] | None,
         on_event: Subscriber | None,
+        store: Any = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -228,8 +340,15 @@ class Flow:
         scheduler.validate_inputs(graph, plan, merged)
         run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
         run.graph = graph
+        run._flow = self
+        run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        store = store if store is not None else self.store
+        if store is not None:
+            from .checkpoint import open_store
+
+            open_store(store).track(run)
         self.last_run = run
         return graph, plan, run, merged, overrides
 
@@ -241,15 +360,26 @@ class Flow:
         inputs: dict[str, Any],
         overrides: dict[str, Any],
         concurrency: int | None,
+        timeout: float | None = None,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
-        if not in_kernel():
-            return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
-        ticker = asyncio.get_running_loop().create_task(kernel_ticker())
+        policies = self._resolved_policies()
+        ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if in_kernel() else None
         try:
-            return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
+            await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
-            ticker.cancel()
+            if ticker is not None:
+                ticker.cancel()
+        if run.status is RunStatus.PAUSED and run.store is not None and run.store.unstorable:
+            from .errors import StoreError
+
+            what = "; ".join(f"{k!r}: {v}" for k, v in run.store.unstorable.items())
+            raise StoreError(
+                f"run {run.run_id} paused, but its checkpoint is incomplete: cannot store {what}. It can be "
+                f"resumed in this session (run.resume(...)), not after a restart; return picklable data "
+                f"from those nodes"
+            )
+        return run
 
     async def arun(
         self,
@@ -260,6 +390,8 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        store: Any = None,
+        timeout: float | None = None,
         show: bool | None = None,
         **kw: Any,
     ) -> Run:
@@ -268,14 +400,20 @@ class Flow:
         Flow inputs are keyword arguments (or a dict as the first argument, for inputs whose names
         clash with the options). ``targets`` runs only what those nodes need; ``overrides`` injects
         node outputs without running them. Node failures are recorded, not raised: check
-        ``run.status`` or call ``run.raise_for_status()``. In a notebook the live run view is displayed
-        unless ``show=False`` (or ``nbflow.config.show = False``); elsewhere ``show=True`` prints a
-        compact text progress to stderr.
+        ``run.status`` or call ``run.raise_for_status()``.
+
+        ``timeout`` is the run's deadline in seconds: past it, the nodes still going are cancelled
+        and the run is returned CANCELLED with ``run.reason`` saying so (finished outputs kept).
+        Cancelling the caller still raises ``CancelledError``.
+
+        In a notebook the live run view is displayed unless ``show=False`` (or ``nbflow.config.show =
+        False``); elsewhere ``show=True`` prints a compact text progress to stderr.
         """
         _check_concurrency(concurrency)
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        self._check_deadline(timeout, inputs, "arun")
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
         auto_show(run, None, show)
-        return await self._execute(graph, plan, run, merged, overrides, concurrency)
+        return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
     def run(
         self,
@@ -286,6 +424,8 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        store: Any = None,
+        timeout: float | None = None,
         show: bool | None = None,
         **kw: Any,
     ) -> Run:
@@ -293,12 +433,13 @@ class Flow:
 
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
-        every finished output. ``show`` works as for ``arun``.
+        every finished output. ``timeout`` is the run's deadline and ``show`` the live view, as in ``arun``.
         """
         _check_concurrency(concurrency)
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        self._check_deadline(timeout, inputs, "run")
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
         auto_show(run, None, show)
-        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency), run)
+        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
 
     def start(
         self,
@@ -309,15 +450,16 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        store: Any = None,
+        timeout: float | None = None,
         show: bool | None = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
 
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
-        ``show`` works as for ``arun``.
+        ``timeout`` is the run's deadline and ``show`` the live view (with a Cancel button), as in ``arun``.
         """
-        from .errors import RunnerError
 
         try:
             asyncio.get_running_loop()
@@ -328,10 +470,38 @@ class Flow:
                 f"block, or call start() from async code"
             ) from None
         _check_concurrency(concurrency)
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
-        handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
+        self._check_deadline(timeout, inputs, "start")
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle
+
+    def _check_deadline(self, timeout: float | None, inputs: Mapping[str, Any] | None, how: str) -> None:
+        where = f"flow {self.name!r}: {how}(timeout=...)"
+        _options.check_timeout(timeout, where)
+        if timeout is not None and "timeout" in self.inputs and "timeout" not in (inputs or {}):
+            # An HTTP node's own ``timeout`` parameter must not silently become the run's deadline.
+            raise FlowDefinitionError(
+                f"{where} is the run's deadline, but this flow also has an input named 'timeout' "
+                f"(taken by {', '.join(repr(n) for n in self.inputs['timeout'].consumers)}); pass that input "
+                f"in the dict, {how}({{'timeout': ...}}), and add timeout=... only for a deadline"
+            )
+
+    def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
+        """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.
+
+        Same options as ``Run.resume`` (``question=``, ``version=``).
+        """
+        if isinstance(run, str):
+            from .checkpoint import load_run
+
+            if store is None and self.store is None:
+                raise RunnerError(f"flow {self.name!r}: resume by run id needs store= (the SQLite file)")
+            run = load_run(store if store is not None else self.store, run)
+        if run.flow != self.name:
+            raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
+        run._flow = self
+        return run.resume(answer, **kw)
 
     # --- showing -------------------------------------------------------------------------------
     def to_dot(self, run: Run | None = None) -> Any:

@@ -10,6 +10,7 @@ The tree::
     │   ├── MissingInputError              .missing: input name -> nodes that need it
     │   └── UnknownInputError              .names: inputs passed that no node takes
     ├── TypeValidationError (TypeError)    a value does not fit a type hint; names node and parameter
+    ├── NodeTimeoutError (TimeoutError)    a node attempt ran over its timeout=; .node, .timeout, .attempt
     ├── NodeOutputError (LookupError)      asked for the output of a node that produced none
     ├── RunFailedError (RuntimeError)      raise_for_status() on a run that did not succeed
     ├── RoutingError (ValueError)          a router chose a branch that does not exist
@@ -18,6 +19,9 @@ The tree::
     ├── SubflowFailedError (RuntimeError)  a sub-flow run failed; .run is its record
     ├── StateTransitionError (RuntimeError)  the engine tried an illegal state change (a bug)
     ├── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+    ├── ResumeConflictError (RuntimeError) resuming a run that is not paused, or a question already answered
+    ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
+    ├── StoreError (RuntimeError)          a store file is missing, locked, corrupt, or a value cannot be stored
     └── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
     from .run import Run
 
 __all__ = [
+    "AnswerError",
     "ConfigError",
     "CycleError",
     "FlowDefinitionError",
@@ -45,11 +50,14 @@ __all__ = [
     "NbflowError",
     "NbflowWarning",
     "NodeOutputError",
+    "NodeTimeoutError",
+    "ResumeConflictError",
     "RoutingError",
     "RunFailedError",
     "RunInterrupted",
     "RunnerError",
     "StateTransitionError",
+    "StoreError",
     "SubflowFailedError",
     "TypeValidationError",
     "UnknownInputError",
@@ -164,6 +172,26 @@ class TypeValidationError(NbflowError, TypeError):
         )
 
 
+class NodeTimeoutError(NbflowError, TimeoutError):
+    """A node attempt ran longer than its ``timeout=`` and was cancelled.
+
+    ``node`` is the node, ``timeout`` the limit in seconds, ``attempt`` the attempt number (1-based).
+    It is a ``TimeoutError``, so the default retry policy retries it.
+    """
+
+    def __init__(self, node: str, timeout: float, attempt: int = 1) -> None:
+        self.node = node
+        self.timeout = timeout
+        self.attempt = attempt
+        super().__init__(
+            f"node {node!r} timed out: attempt {attempt} ran longer than its timeout={timeout:g}s and was "
+            f"cancelled; raise the node's timeout=, make it faster, or retry it with retry=nf.Retry(...)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (e.g. into a run store) with its fields
+        return (type(self), (self.node, self.timeout, self.attempt))
+
+
 class NodeOutputError(NbflowError, LookupError):
     """The output of a node was asked for, but the node produced none."""
 
@@ -241,6 +269,21 @@ class RunnerError(NbflowError, RuntimeError):
 
 class ConfigError(NbflowError, ValueError):
     """A setting of ``nbflow.config`` got a value it cannot take; the message names it and the fix."""
+
+
+class ResumeConflictError(NbflowError, RuntimeError):
+    """Resuming a run that is not paused, or answering a question that was already answered.
+
+    Like an HTTP 409: nothing was changed. Two racing resumes: exactly one wins.
+    """
+
+
+class AnswerError(NbflowError, ValueError):
+    """An answer does not fit the question's options or schema. Nothing was changed."""
+
+
+class StoreError(NbflowError, RuntimeError):
+    """A store file is missing, locked or corrupt, or a value cannot be stored. Nothing was overwritten."""
 
 
 class RunInterrupted(KeyboardInterrupt):

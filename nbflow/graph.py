@@ -209,6 +209,13 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
         ups = [a for d in ds if d.is_node for a in (d.alternatives or (d.source,))]
         if spec.branch is not None:
             ups.insert(0, spec.branch[0])
+        handled = spec.options.get("on_failure_of")
+        if handled is not None:  # a failure handler runs after the node it handles, input or not
+            if handled not in specs:
+                raise UnknownNodeError(handled, specs, role=f"node {n!r}: on_failure_of")
+            if handled == n:
+                raise CycleError([n, n])
+            ups.append(handled)
         upstream[n] = tuple(dict.fromkeys(ups))
     downstream: dict[str, list[str]] = {n: [] for n in order}
     for n in order:

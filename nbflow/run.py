@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._missing import MISSING
-from .engine.events import Event, RunFinished
+from .engine.events import Event, RunFinished, RunPaused
+from .engine.pause import Question
 from .engine.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
-from .errors import NbflowError, NbflowWarning, NodeOutputError, RunFailedError, UnknownNodeError
+from .errors import NbflowError, NbflowWarning, NodeOutputError, ResumeConflictError, RunFailedError, UnknownNodeError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,12 +29,13 @@ Subscriber = Callable[[Event], object]
 
 @dataclass(slots=True)
 class Attempt:
-    """One try at running a node."""
+    """One try at running a node. ``delay``: seconds waited after it before the next try (None: last)."""
 
     number: int
     started_at: float
     finished_at: float | None = None
     error: BaseException | None = None
+    delay: float | None = None
 
     @property
     def duration(self) -> float | None:
@@ -87,6 +89,8 @@ class NodeRecord:
 
     ``output`` is ``nbflow.MISSING`` unless the node succeeded; ``error`` and ``traceback`` are set
     when it failed; ``skip_reason`` says why it was skipped or cancelled. Times are epoch seconds.
+    ``attempts`` lists every try; ``recovered`` is True when the node failed and
+    ``on_error=nf.Default(...)`` supplied its output (it is then SUCCEEDED and keeps ``error``).
     """
 
     __slots__ = (
@@ -100,6 +104,7 @@ class NodeRecord:
         "name",
         "output",
         "overridden",
+        "recovered",
         "skip_reason",
         "started_at",
         "status",
@@ -123,6 +128,7 @@ class NodeRecord:
         self.iterations: list[Iteration] | None = None  # a loop: one record per iteration
         self.capped = False  # a loop that stopped at max_iterations
         self.subrun: Run | None = None  # a sub-flow: its own run record
+        self.recovered = False
 
     def _to(self, new: NodeStatus) -> None:
         if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
@@ -147,11 +153,15 @@ class NodeRecord:
         extra = ""
         if self.status is NodeStatus.SUCCEEDED:
             extra = f" output={_short(self.output)}"
+            if self.recovered and self.error is not None:
+                extra += f" recovered from {self.error_type}: {_short_text(str(self.error))}"
         elif self.error is not None:
             extra = f" error={self.error_type}: {_short_text(str(self.error))}"
         elif self.skip_reason:
             extra = f" reason={self.skip_reason!r}"
         dur = f" {self.duration * 1000:.1f}ms" if self.duration is not None else ""
+        if len(self.attempts) > 1:
+            dur += f" attempts={len(self.attempts)}"
         return f"<NodeRecord {self.name!r} {self.status.name}{dur}{extra}>"
 
 
@@ -167,7 +177,37 @@ class Run:
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.graph: Graph | None = None
+        self.reason: str | None = None  # why nbflow itself cancelled the run (e.g. its deadline)
         self._subscribers: list[Subscriber] = []
+        # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
+        self.pending: dict[str, Question] = {}
+        """Open questions of paused nodes, by key (``node#n``)."""
+        self.answers: dict[str, Any] = {}
+        """Answers given so far, by question key."""
+        self._ask_counts: dict[tuple[str, int], int] = {}
+        self.pause_version = 0
+        """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
+        self.targets: tuple[str, ...] | None = None
+        self._root: Run = self
+        self._path = ""
+        self._pause_requested = False
+        self._resume_lock = threading.Lock()
+        self._flow: Any = None
+        self.store: Any = None
+        """The checkpoint store this run is written to, if any."""
+
+    # Runs are pickled into checkpoints (sub-flow runs): leave out what belongs to this process.
+    _TRANSIENT = ("_subscribers", "_resume_lock", "_flow", "graph", "store", "_root")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._subscribers = []
+        self._resume_lock = threading.Lock()
+        self._flow = self.graph = self.store = None
+        self._root = self
 
     # --- state, used by the engine -------------------------------------------------------------
     def _to(self, new: RunStatus) -> None:
@@ -274,7 +314,36 @@ class Run:
             listed = "; ".join(f"{r.name!r}: {r.error_type}: {_short_text(str(r.error))}" for r in failed)
             msg = f"run {self.run_id} of flow {self.flow!r} is {self.status.name}; failed nodes: {listed}"
             raise RunFailedError(msg, self) from failed[0].error
-        raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}", self)
+        why = f" ({self.reason})" if self.reason else ""
+        raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}{why}", self)
+
+    # --- pause and resume ------------------------------------------------------------------------
+    def pause(self) -> None:
+        """Ask a running run to pause: nodes in flight finish, no new node starts, then it is PAUSED."""
+        if self.status is not RunStatus.RUNNING:
+            raise ResumeConflictError(f"run {self.run_id} is {self.status.name}; only a RUNNING run can be paused")
+        self._pause_requested = True
+
+    async def aresume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+        """Answer a pending question (if any) and continue the paused run on this loop.
+
+        With several open questions, name the one answered with ``question=`` (a key of
+        ``run.pending``). ``version`` (``run.pause_version``) guards against resuming a pause that
+        was already resumed. Raises ResumeConflictError (nothing changed) if the run is not paused or
+        the question was already answered, AnswerError if the answer does not fit.
+        """
+        from .resume import claim, continue_run
+
+        claim(self, answer, question, version)
+        return await continue_run(self)
+
+    def resume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+        """Like ``aresume`` but blocking (works in a script and in a notebook cell)."""
+        from .resume import claim, continue_run
+        from .runner import run_blocking
+
+        claim(self, answer, question, version)
+        return run_blocking(lambda: continue_run(self), self)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per node: status, output, error, attempts, times, skip reason."""
@@ -290,6 +359,7 @@ class Run:
                     "error_type": r.error_type,
                     "error_message": r.error_message,
                     "attempts": len(r.attempts),
+                    "recovered": r.recovered,
                     "started_at": pd.to_datetime(r.started_at, unit="s") if r.started_at else pd.NaT,
                     "duration_s": r.duration,
                     "reason": r.skip_reason,
@@ -300,7 +370,8 @@ class Run:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
         dur = f" in {self.duration:.3f}s" if self.duration is not None else ""
-        return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts})>"
+        why = f" reason={self.reason!r}" if self.reason else ""
+        return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts}){why}>"
 
     def summary(self) -> str:
         """A readable multi-line text: one line per node."""
@@ -349,7 +420,7 @@ class _EventStream:
             self._wake.clear()
             await self._wake.wait()
         event = self._queue.popleft()
-        if isinstance(event, RunFinished):
+        if isinstance(event, RunFinished | RunPaused):
             self._closed = True
         return event
 

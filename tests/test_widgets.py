@@ -507,3 +507,53 @@ def test_config_refuses_bad_values() -> None:
     with pytest.raises(AttributeError):
         nf.config.shw = False  # type: ignore[attr-defined]
     assert nf.config.show is True and nf.config.redraw_interval == 0.25
+
+
+async def test_a_paused_run_shows_its_question_and_the_answer_buttons_resume_it(comm_log: list[Any]) -> None:
+    flow = nf.Flow("publishing")
+
+    @flow.node
+    def draft(topic: str) -> str:
+        return f"Why {topic} matter"
+
+    @flow.node
+    async def review(draft: str) -> str:
+        return await nf.ask("Publish this draft?", data=draft, options=["approve", "reject"])
+
+    @flow.node
+    def publish(review: str, draft: str) -> str:
+        return f"{review}: {draft}"
+
+    run = await flow.arun(topic="bees", show=False)
+    assert run.status is nf.RunStatus.PAUSED
+    view = RunView(run)
+    assert "PAUSED" in view.header.value
+    (box,) = view.questions.children
+    assert "Publish this draft?" in box.children[0].value and "Why bees matter" in box.children[0].value
+    approve, reject = box.children[1].children
+    assert (approve.description, reject.description) == ("approve", "reject")
+    approve.click()
+    assert approve.disabled and reject.disabled
+    await view._answer_task
+    assert run.status is nf.RunStatus.SUCCEEDED and run["publish"] == "approve: Why bees matter"
+    assert "SUCCEEDED" in view.header.value and view.questions.children == ()
+    assert states(view.graph.value)["publish"][0] == "succeeded"
+
+
+async def test_a_free_text_question_reports_a_bad_answer_and_allows_another(comm_log: list[Any]) -> None:
+    flow = nf.Flow("form")
+
+    @flow.node
+    async def amount() -> int:
+        return await nf.ask("How many?", schema=int)
+
+    run = await flow.arun(show=False)
+    view = RunView(run)
+    (box,) = view.questions.children
+    text, send = box.children[1].children
+    text.value = "many"
+    send.click()
+    with pytest.raises(nf.AnswerError):
+        await view._answer_task
+    assert "AnswerError" in box.children[2].value and not send.disabled
+    assert run.status is nf.RunStatus.PAUSED

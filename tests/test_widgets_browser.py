@@ -79,6 +79,20 @@ def after(wait_long: int) -> int:
 
 
 handle = bg.start()""",
+    """hitl = nf.Flow("publishing")
+
+
+@hitl.node
+async def review() -> str:
+    return await nf.ask("Publish this draft?", options=["approve", "reject"])
+
+
+@hitl.node
+def publish(review: str) -> str:
+    return f"published ({review})"
+
+
+paused = await hitl.arun()""",
 ]
 
 
@@ -118,6 +132,11 @@ def lab(tmp_path: Path):
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"checkForUpdates": False, "fetchNews": "false"})
     )
+    # Render every cell (JupyterLab 4 only renders the cells in view by default): outputs below the fold
+    # must exist in the page for the checks.
+    notebook_settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+    notebook_settings.mkdir(parents=True)
+    (notebook_settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ)
@@ -253,6 +272,17 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             page.wait_for_selector(".nbflow-runview .nbflow-badge-cancelled", timeout=20_000)
             assert "nbflow-cancelled" in (bg_view.locator("svg g#node-wait_long").get_attribute("class") or "")
             assert bg_view.locator("button", has_text="Cancel").is_hidden()
+
+            # a paused run shows its question; the answer buttons resume it
+            hitl_view = page.locator(".nbflow-runview").nth(2)
+            page.wait_for_selector(".nbflow-runview .nbflow-badge-paused", timeout=30_000)
+            assert "Publish this draft?" in hitl_view.inner_text()
+            hitl_view.locator("button", has_text="approve").click()
+            page.wait_for_function(
+                "() => document.querySelectorAll('.nbflow-runview')[2].querySelector('.nbflow-badge-succeeded')",
+                timeout=20_000,
+            )
+            assert "nbflow-succeeded" in (hitl_view.locator("svg g#node-publish").get_attribute("class") or "")
         finally:
             browser.close()
     assert shots[0].stat().st_size > 10_000

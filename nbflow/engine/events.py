@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .pause import Question
 from .states import RunStatus
 
 __all__ = [
@@ -14,10 +15,13 @@ __all__ = [
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",
+    "NodePaused",
+    "NodeRetrying",
     "NodeSkipped",
     "NodeStarted",
     "NodeSucceeded",
     "RunFinished",
+    "RunPaused",
     "RunStarted",
 ]
 
@@ -40,6 +44,7 @@ class RunStarted(Event):
 class RunFinished(Event):
     status: RunStatus
     duration: float
+    reason: str | None = None  # why a run was CANCELLED by nbflow itself (e.g. its deadline)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +54,8 @@ class NodeEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeStarted(NodeEvent):
+    """An attempt started: one event per attempt (``attempt`` counts from 1)."""
+
     attempt: int = 1
 
 
@@ -56,12 +63,26 @@ class NodeStarted(NodeEvent):
 class NodeSucceeded(NodeEvent):
     duration: float
     overridden: bool = False
+    recovered: bool = False  # the node failed and on_error=nf.Default(...) supplied its output
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeFailed(NodeEvent):
     error: BaseException
     duration: float
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRetrying(NodeEvent):
+    """Attempt ``attempt`` failed with ``error``; the next one starts after ``delay`` seconds."""
+
+    attempt: int
+    error: BaseException
+    delay: float
 
     @property
     def error_type(self) -> str:
@@ -76,3 +97,18 @@ class NodeSkipped(NodeEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeCancelled(NodeEvent):
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePaused(NodeEvent):
+    """The node asked a question (``nf.ask``) and waits for an answer."""
+
+    question: Question
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPaused(Event):
+    """Nothing else can progress until someone answers (or the run was paused from outside)."""
+
+    questions: tuple[Question, ...]
+    version: int

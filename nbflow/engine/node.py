@@ -10,6 +10,7 @@ import concurrent.futures
 import os
 import time
 import traceback
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -17,12 +18,14 @@ import anyio
 import anyio.to_thread
 
 from ..graph import GNode
+from ..limits import Limit
 from ..run import Attempt, NodeRecord, Run
 from .control import run_control
-from .events import NodeFailed, NodeStarted, NodeSucceeded
+from .events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
+from .pause import PauseSignal
 from .states import NodeStatus
 
-__all__ = ["call_node", "format_user_traceback"]
+__all__ = ["call_node", "format_user_traceback", "invoke", "mark_paused"]
 
 # Frames from these folders are dropped from the top of a node's traceback: users see their code.
 _HIDDEN_DIRS = (
@@ -45,7 +48,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
     if run._subscribers:
         run._emit(NodeStarted(run_id=run.run_id, time=started, node=name, attempt=1))
     t0 = time.perf_counter()
-    attempt = Attempt(1, started)
+    attempt = Attempt(len(rec.attempts) + 1, started)
     rec.attempts.append(attempt)
     try:
         for param, check in g.checks:
@@ -70,6 +73,10 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         if run._subscribers:
             run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=exc, duration=duration))
         return
+    except PauseSignal as signal:
+        rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
+        mark_paused(rec, run, signal)
+        return
     except BaseException:
         rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
         raise
@@ -79,6 +86,35 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
     rec._to(NodeStatus.SUCCEEDED)
     if run._subscribers:
         run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=name, duration=duration))
+
+
+async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, limits: Sequence[Limit] = ()) -> Any:
+    """One call of the node, as ``call_node`` makes it (control flow, async, thread or inline), output checked.
+
+    Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
+    steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
+    """
+    spec = g.spec
+    if not spec.plain:
+        return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
+    if spec.is_async:
+        out = await spec.func(**kwargs)
+    elif spec.thread:
+        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+    else:
+        out = spec.func(**kwargs)
+    if g.check_return is not None:
+        out = g.check_return(out)
+    return out
+
+
+def mark_paused(rec: NodeRecord, run: Run, signal: PauseSignal) -> None:
+    """The node asked a question (``nf.ask``): it is PAUSED and blocks its dependents until resumed."""
+    rec._to(NodeStatus.PAUSED)
+    if run._subscribers:
+        run._emit(
+            NodePaused(run_id=run.run_id, time=rec.finished_at or time.time(), node=rec.name, question=signal.question)
+        )
 
 
 def format_user_traceback(exc: BaseException) -> str:

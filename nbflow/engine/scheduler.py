@@ -18,11 +18,14 @@ from typing import Any
 
 import anyio
 
-from ..graph import Graph, Plan
+from ..graph import GNode, Graph, Plan
+from ..policies import ErrorInfo, Failed, error_info
 from ..run import NodeRecord, Run
 from .control import gather_kwargs, guard_reason, upstream_reason
-from .events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunStarted
+from .events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunPaused, RunStarted
 from .node import call_node
+from .pause import ACTIVE, WorkerContext
+from .policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
 from .states import NodeStatus, RunStatus
 
 __all__ = ["execute", "validate_inputs"]
@@ -52,6 +55,7 @@ class _Scheduler:
         inputs: Mapping[str, Any],
         overrides: Mapping[str, Any],
         concurrency: int | None,
+        policies: FlowPolicies,
     ) -> None:
         self.graph = graph
         self.run = run
@@ -61,25 +65,25 @@ class _Scheduler:
         self.cap = concurrency if concurrency else 1 << 30
         planned = set(plan.nodes)
         self.planned = planned
-        self.waiting = {
-            n: sum(1 for u in graph.nodes[n].upstream if u in planned) for n in plan.nodes if n not in plan.overridden
-        }
-        self.remaining = len(plan.nodes)
+        self.order = plan.nodes
+        self.waiting = {n: sum(1 for u in graph.nodes[n].upstream if u in planned) for n in plan.nodes}
         self.ready: deque[str] = deque()
         self.in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
         self.finished = asyncio.Event()
         self.crash: BaseException | None = None
         self.loop = asyncio.get_running_loop()
+        self.policies = policies
+        self.special = policies.active  # False: the plain rules, none of the policy lookups below
+        self.why = "run cancelled"
+        self.deadline_hit = False
 
     # --- bookkeeping -------------------------------------------------------------------------
     def start(self) -> None:
-        for name, count in self.waiting.items():
-            if count == 0:
-                self.ready.append(name)
+        """Find what can run. Records already final (overrides, or a resumed run's finished nodes) count as done."""
         for name in self.overrides:
-            if name not in self.planned:
-                continue  # overridden but not needed by the targets
+            if name not in self.planned or self.records[name].status.finished:
+                continue  # not needed by the targets, or already recorded (a resumed run)
             rec = self.records[name]
             rec._to(NodeStatus.SUCCEEDED)
             rec.output = self.overrides[name]
@@ -91,9 +95,25 @@ class _Scheduler:
                         run_id=self.run.run_id, time=rec.finished_at, node=name, duration=0.0, overridden=True
                     )
                 )
-            self.resolved(name)
+        nodes = self.graph.nodes
+        for name in self.order:  # topological: every upstream is decided before its node
+            if not self.records[name].status.finished:
+                if self.waiting[name]:
+                    continue
+                reason = self.skip_reason(name)
+                if reason is None:
+                    self.ready.append(name)  # PENDING, or PAUSED in a run being resumed
+                    continue
+                self.skip(name, reason)
+            for d in nodes[name].downstream:
+                if d in self.waiting:
+                    self.waiting[d] -= 1
         self.pump()
-        if self.remaining == 0:
+        self.check_finished()
+
+    def check_finished(self) -> None:
+        """The run is over when no worker is busy and nothing can start (done, or blocked by pauses)."""
+        if self.in_flight == 0 and (not self.ready or self.run._pause_requested):
             self.finished.set()
 
     def resolved(self, name: str) -> None:
@@ -101,7 +121,6 @@ class _Scheduler:
         todo = [name]
         while todo:
             n = todo.pop()
-            self.remaining -= 1
             for d in self.graph.nodes[n].downstream:
                 if d not in self.waiting:
                     continue
@@ -117,6 +136,8 @@ class _Scheduler:
 
     def skip_reason(self, name: str) -> str | None:
         g = self.graph.nodes[name]
+        if self.special:
+            return self.policy_skip_reason(g)
         if not g.simple:
             return guard_reason(g, self.records)
         for u in g.upstream:
@@ -124,6 +145,47 @@ class _Scheduler:
             if rec.status is not NodeStatus.SUCCEEDED:
                 return upstream_reason(u, rec)
         return None
+
+    def policy_skip_reason(self, g: GNode) -> str | None:
+        """The skip rule when error strategies are in play (the plain rules plus three cases).
+
+        A failure handler runs only when the node it handles FAILED (it gets the error as data).
+        A node FAILED with ``on_error="continue"`` counts as having produced a value (the
+        ``nf.Failed`` marker). A failure taken over by a handler skips the normal descendants with
+        a reason that says so. Everything else (branches, ``first_of``, ``optional``) as usual.
+        """
+        records = self.records
+        handles = self.policies.handles.get(g.name)
+        if handles is not None:
+            rec = records[handles]
+            if rec.status is NodeStatus.SUCCEEDED:
+                return f"{handles!r} did not fail, so its failure handler did not run"
+            if rec.status is not NodeStatus.FAILED:
+                return upstream_reason(handles, rec)
+
+        def ok(u: str) -> bool:
+            status = records[u].status
+            if status is NodeStatus.SUCCEEDED:
+                return True
+            return status is NodeStatus.FAILED and (u == handles or self.policies.continues(u))
+
+        if not g.simple:
+            return guard_reason(g, records, ok, self.failure_reason)
+        for u in g.upstream:
+            if not ok(u):
+                return self.failure_reason(u, records[u])
+        return None
+
+    def failure_reason(self, u: str, rec: NodeRecord) -> str:
+        handler = self.policies.handler_of.get(u)
+        if rec.status is NodeStatus.FAILED and handler is not None and handler in self.planned:
+            return f"upstream {u!r} failed; its failure handler {handler!r} runs instead"
+        return upstream_reason(u, rec)
+
+    def handled(self, name: str) -> bool:
+        """A FAILED node whose failure was dealt with by design (it does not fail the run)."""
+        handler = self.policies.handler_of.get(name)
+        return self.policies.continues(name) or (handler is not None and handler in self.planned)
 
     def skip(self, name: str, reason: str) -> None:
         rec = self.records[name]
@@ -133,6 +195,8 @@ class _Scheduler:
             self.run._emit(NodeSkipped(run_id=self.run.run_id, time=time.time(), node=name, reason=reason))
 
     def pump(self) -> None:
+        if self.run._pause_requested:
+            return  # paused from outside: nodes in flight finish, no new one starts
         while self.ready and self.in_flight < self.cap:
             self.in_flight += 1
             self.tasks.add(self.loop.create_task(self.worker(self.ready.popleft())))
@@ -144,26 +208,34 @@ class _Scheduler:
         records = self.records
         inputs = self.inputs
         run = self.run
+        special = self.special
         budget = _INLINE_BUDGET
+        task = asyncio.current_task()
+        where = ACTIVE[task] = WorkerContext(run)  # for nf.ask(): which node this task runs
         try:
             while name is not None:
                 g = nodes[name]
-                kwargs: dict[str, Any] = {}
-                if g.simple:
-                    for dep in g.deps:
-                        if dep.is_node:
-                            kwargs[dep.param] = records[dep.source].output
-                        elif dep.source in inputs:
-                            kwargs[dep.param] = inputs[dep.source]
+                where.node = records[name]
+                if special:  # error strategies decide what the node receives
+                    await self.execute_with_policy(g, records[name])
                 else:
-                    kwargs = gather_kwargs(g, records, inputs)
-                try:
-                    await call_node(g, records[name], kwargs, run)
-                except BaseException:
-                    self.cancel_node(records[name], "run cancelled while the node was running")
-                    raise
-                self.resolved(name)
-                name = self.ready.popleft() if self.ready else None
+                    kwargs: dict[str, Any] = {}
+                    if g.simple:
+                        for dep in g.deps:
+                            if dep.is_node:
+                                kwargs[dep.param] = records[dep.source].output
+                            elif dep.source in inputs:
+                                kwargs[dep.param] = inputs[dep.source]
+                    else:
+                        kwargs = gather_kwargs(g, records, inputs)
+                    try:
+                        await call_node(g, records[name], kwargs, run)
+                    except BaseException:
+                        self.cancel_node(records[name], f"{self.why} while the node was running")
+                        raise
+                if records[name].status is not NodeStatus.PAUSED:  # a paused node blocks its dependents
+                    self.resolved(name)
+                name = self.ready.popleft() if self.ready and not run._pause_requested else None
                 self.pump()
                 budget -= 1
                 if not budget and name is not None:
@@ -177,9 +249,37 @@ class _Scheduler:
             raise
         finally:
             self.in_flight -= 1
-            self.tasks.discard(asyncio.current_task())  # type: ignore[arg-type,unused-ignore]
-            if self.remaining == 0 and self.in_flight == 0:
-                self.finished.set()
+            ACTIVE.pop(task, None)
+            self.tasks.discard(task)  # type: ignore[arg-type,unused-ignore]
+            self.check_finished()
+
+    async def execute_with_policy(self, g: GNode, rec: NodeRecord) -> None:
+        """Gather inputs as the error strategies say (errors as data, defaults), then run the node."""
+        name = g.spec.name
+        records = self.records
+        handles = self.policies.handles.get(name)
+        kwargs = gather_kwargs(g, records, self.inputs)
+        marked = False
+        for dep in g.deps:  # a failed source's parameter gets the failure as data, when asked for
+            if not dep.is_node or dep.alternatives:
+                continue
+            src = records[dep.source]
+            if src.status is not NodeStatus.FAILED or src.error is None:
+                continue
+            if dep.source == handles:
+                kwargs[dep.param] = _info(ErrorInfo, src)
+            elif self.policies.continues(dep.source):
+                kwargs[dep.param] = _info(Failed, src)
+                marked = True
+        pol = self.policies.nodes.get(name)
+        try:
+            if pol is None and not marked:
+                await call_node(g, rec, kwargs, self.run)
+            else:
+                await call_with_policy(g, rec, kwargs, self.run, pol or _PLAIN, self.policies.clock)
+        except BaseException:
+            self.cancel_node(rec, f"{self.why} while the node was running")
+            raise
 
     def cancel_node(self, rec: NodeRecord, reason: str) -> None:
         if rec.status.finished:
@@ -201,7 +301,20 @@ class _Scheduler:
         self.tasks.clear()
         for rec in self.records.values():
             if rec.name in self.planned:
-                self.cancel_node(rec, "run cancelled before the node started")
+                self.cancel_node(rec, f"{self.why} before the node started")
+
+    def on_deadline(self, timeout: float) -> None:
+        self.deadline_hit = True
+        self.why = f"run deadline of {timeout:g}s exceeded"
+        self.finished.set()
+
+
+_PLAIN = NodePolicy()
+
+
+def _info(cls: type[ErrorInfo], rec: NodeRecord) -> ErrorInfo:
+    assert rec.error is not None
+    return error_info(cls, rec.name, rec.error, rec.traceback or "", len(rec.attempts))
 
 
 async def execute(
@@ -211,32 +324,68 @@ async def execute(
     inputs: Mapping[str, Any],
     overrides: Mapping[str, Any],
     concurrency: int | None = None,
+    policies: FlowPolicies = NO_POLICIES,
+    timeout: float | None = None,
 ) -> Run:
     """Execute ``plan`` on the running loop, filling in ``run``. Cancelling this cancels every node.
 
     Node failures are data in the record. Cancellation (task cancel, anyio scope, KeyboardInterrupt)
     marks unfinished nodes CANCELLED, keeps every finished output, sets the run CANCELLED and
-    propagates.
+    propagates. A run still going after ``timeout`` seconds is cancelled the same way but returned,
+    not raised: its status is CANCELLED and ``run.reason`` names the deadline.
     """
-    sched = _Scheduler(graph, plan, run, inputs, overrides, concurrency)
-    run._to(RunStatus.RUNNING)
-    run.started_at = time.time()
-    t0 = time.perf_counter()
+    sched = _Scheduler(graph, plan, run, inputs, overrides, concurrency, policies)
+    if run.status is not RunStatus.RUNNING:  # a resume claims RUNNING before it gets here
+        run._to(RunStatus.RUNNING)
+    run.started_at = run.started_at or time.time()
+    t0 = time.perf_counter() - (time.time() - run.started_at)
     if run._subscribers:
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
+    deadline = None if timeout is None else sched.loop.call_later(timeout, sched.on_deadline, timeout)
     try:
         sched.start()
         await sched.finished.wait()
         if sched.crash is not None:
             raise sched.crash
+        if sched.deadline_hit and any(not r.status.finished for r in run.nodes.values()):
+            await sched.cancel_all()
+            run.reason = sched.why
+            _finish(run, RunStatus.CANCELLED, t0)
+            return run
     except BaseException:
         await sched.cancel_all()
         _finish(run, RunStatus.CANCELLED, t0)
         raise
-    # Skipped is a normal outcome (a branch not taken); only a failed node fails the run.
-    failed = any(r.status is NodeStatus.FAILED for r in run.nodes.values())
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+    run._pause_requested = False
+    if any(not r.status.finished for r in run.nodes.values()):  # blocked by a question, or paused
+        _pause(run, t0)
+        return run
+    # Skipped is a normal outcome (a branch not taken); only a failed node fails the run, unless
+    # its failure was handled by design (on_error="continue", a failure handler).
+    if sched.special:
+        failed = any(r.status is NodeStatus.FAILED and not sched.handled(r.name) for r in run.nodes.values())
+    else:
+        failed = any(r.status is NodeStatus.FAILED for r in run.nodes.values())
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
+
+
+def _pause(run: Run, t0: float) -> None:
+    run.finished_at = (run.started_at or time.time()) + (time.perf_counter() - t0)
+    run._to(RunStatus.PAUSED)
+    run.pause_version += 1
+    if run._subscribers:
+        run._emit(
+            RunPaused(
+                run_id=run.run_id,
+                time=run.finished_at,
+                questions=tuple(run.pending.values()) if run._root is run else (),
+                version=run.pause_version,
+            )
+        )
 
 
 def _finish(run: Run, status: RunStatus, t0: float) -> None:
@@ -244,4 +393,6 @@ def _finish(run: Run, status: RunStatus, t0: float) -> None:
     run.finished_at = (run.started_at or time.time()) + duration
     run._to(status)
     if run._subscribers:
-        run._emit(RunFinished(run_id=run.run_id, time=run.finished_at, status=status, duration=duration))
+        run._emit(
+            RunFinished(run_id=run.run_id, time=run.finished_at, status=status, duration=duration, reason=run.reason)
+        )

@@ -48,6 +48,7 @@ class NodeLook:
     status: NodeStatus | None
     tooltip: str
     selected: bool = False
+    note: str = ""  # after the state in the label: " ×3" (attempts), " (recovered)"
 
 
 def node_paths(graph: Graph, prefix: str = "") -> Iterator[tuple[str, GNode]]:
@@ -100,20 +101,25 @@ def _looks(
             else:
                 doc = docs.get(path, "")
                 tip = f"{path}: {rec.status.value}" + (f" — {doc}" if doc else "")
-            out[path] = NodeLook(rec.status, redact(tip[:300]), path == selected)
+            attempts = len(getattr(rec, "attempts", ()))
+            note = (f" ×{attempts}" if attempts > 1 else "") + (
+                " (recovered)" if getattr(rec, "recovered", False) else ""
+            )
+            out[path] = NodeLook(rec.status, redact(tip[:300]), path == selected, note)
         child = getattr(g.spec, "flow", None)
         if child is not None:
             sub = getattr(rec, "subrun", None) if rec is not None else None
             _looks(child.graph, sub, f"{path}.", rec is not None, selected, redact, docs, out)
 
 
-class _LayoutRecord:
-    status = _LAYOUT_STATUS
-    error = None
-    skip_reason = None
+def _layout_record(name: str, subrun: _LayoutRun | None) -> NodeRecord:
+    """A real (detached) NodeRecord that says 'succeeded': whatever to_dot reads from a record exists."""
+    from ..run import NodeRecord
 
-    def __init__(self, subrun: _LayoutRun | None) -> None:
-        self.subrun = subrun
+    rec = NodeRecord(name)
+    rec.status = _LAYOUT_STATUS  # set directly: this record is never part of a run
+    rec.subrun = cast("Run | None", subrun)
+    return rec
 
 
 class _LayoutRun:
@@ -121,7 +127,9 @@ class _LayoutRun:
 
     def __init__(self, graph: Graph) -> None:
         self.nodes = {
-            name: _LayoutRecord(_LayoutRun(g.spec.flow.graph) if getattr(g.spec, "flow", None) is not None else None)
+            name: _layout_record(
+                name, _LayoutRun(g.spec.flow.graph) if getattr(g.spec, "flow", None) is not None else None
+            )
             for name, g in graph.nodes.items()
         }
 
@@ -175,7 +183,7 @@ def _fill(name: str, block: str, look: NodeLook) -> str:
     cls = f"node nbflow-node nbflow-{status.value}" + (" nbflow-selected" if look.selected else "")
     width = ' stroke-width="2"' if status is NodeStatus.FAILED else ""
     paint = f'fill="{fill}" stroke="{line}"{width}'
-    label = status.value if look.status is not None else "not in run"
+    label = status.value + look.note if look.status is not None else "not in run"
     return f'<g id="node-{name}" class="{cls}">' + block.replace("\x00C\x00", "").replace(
         "\x00T\x00", esc(look.tooltip)
     ).replace("\x00P\x00", paint).replace("\x00S\x00", esc(label))

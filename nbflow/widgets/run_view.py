@@ -9,7 +9,9 @@ browser; clicks are handled once the cell finishes).
 
 from __future__ import annotations
 
+import asyncio
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +19,9 @@ import ipywidgets as W
 
 from .._missing import MISSING
 from ..config import config
-from ..engine.events import Event, RunFinished
+from ..engine.events import Event, RunFinished, RunPaused
 from ..engine.states import NodeStatus, RunStatus
-from ..errors import NbflowError
+from ..errors import NbflowError, NbflowWarning
 from .graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, node_paths, table_html
 from .render import render_value, short_value
 from .secrets import Redactor
@@ -84,8 +86,14 @@ class RunView(W.VBox):
             try:
                 self._template = SvgTemplate.layout(graph)
                 self._docs = first_doc_lines(graph)
-            except Exception:  # a broken Graphviz must not break the view: fall back to the table
+            except Exception as exc:  # a broken Graphviz must not break the view: fall back to the table
                 self._template = None
+                warnings.warn(
+                    f"drawing the graph of flow {graph.name!r} failed ({type(exc).__name__}: {exc}); "
+                    f"showing it as a table",
+                    NbflowWarning,
+                    stacklevel=2,
+                )
         # Big graphs list plain names (set once); small ones show each node's state in the selector.
         self._live_labels = self._template is not None
 
@@ -100,6 +108,10 @@ class RunView(W.VBox):
             tooltip="Cancel the run (finished outputs are kept)",
         )
         self.inspector = W.HTML()
+        # A paused run's open questions, each with buttons (options) or a text box to answer it.
+        self.questions = W.VBox()
+        self._questions_key: tuple[Any, ...] = ()
+        self._answer_task: Any = None
         # Receives node clicks from the SVG (see graph_pane.CLICK_JS); never visible.
         self._pick = W.Text(layout=W.Layout(display="none"))
         self._pick.add_class("nbflow-pick")
@@ -109,7 +121,7 @@ class RunView(W.VBox):
         if handle is None:
             self.cancel_button.layout.display = "none"
         bar = W.HBox([self.selector, self.cancel_button], layout=W.Layout(align_items="center"))
-        super().__init__([self.header, self.problems, self.graph, bar, self.inspector, self._pick])
+        super().__init__([self.header, self.problems, self.questions, self.graph, bar, self.inspector, self._pick])
         self.add_class("nbflow-runview")
         self.add_class("nbflow-w")
 
@@ -131,7 +143,7 @@ class RunView(W.VBox):
             self._unsubscribe = run.subscribe(self._on_event)
             if run.status.finished:  # it ended (in another thread) between the check and subscribing
                 self._on_event(RunFinished(run_id=run.run_id, time=time.time(), status=run.status, duration=0.0))
-            elif run.status is not RunStatus.PENDING:  # shown mid-run: keep the elapsed time moving
+            elif run.status is RunStatus.RUNNING:  # shown mid-run: keep the elapsed time moving
                 self._ticking = True
                 self._later(1.0, self._tick)
 
@@ -183,13 +195,20 @@ class RunView(W.VBox):
                 self._unsubscribe = None
             self._throttle.flush()
             return
+        if isinstance(event, RunPaused):
+            # The loop that delivered the events may end now (a blocking run returns PAUSED): draw at
+            # once, and forget timers scheduled on it; a resume delivers its events on a new loop.
+            self._throttle.cancel()
+            self._ticking = False
+            self._throttle.flush()
+            return
         self._throttle.poke()
         if not self._ticking:  # the elapsed time moves even when no event arrives
             self._ticking = True
             self._later(1.0, self._tick)
 
     def _tick(self) -> None:
-        if self._closed or self.run.status.finished:
+        if self._closed or self.run.status is not RunStatus.RUNNING:
             self._ticking = False
             return
         self.header.value = self._header_html()
@@ -211,6 +230,7 @@ class RunView(W.VBox):
                 self._set_options(None)
             if run.status.finished:
                 self.cancel_button.layout.display = "none"
+            self._update_questions()
             self._refresh_inspector()
 
     def _header_html(self) -> str:
@@ -219,10 +239,12 @@ class RunView(W.VBox):
         when = _elapsed(elapsed) if elapsed is not None else "not started"
         total = len(run.nodes)
         done = sum(1 for r in run.nodes.values() if r.status.finished)
+        why = getattr(run, "reason", None)  # e.g. the run's deadline passed
+        reason = f'<div class="nbflow-muted">{esc(self._redact(why))}</div>' if why else ""
         return (
             f'{CSS}<div class="nbflow-w">{badge(run.status)} <b>{esc(run.flow)}</b> '
             f'<span class="nbflow-muted">run {esc(run.run_id)} · {when} · {done}/{total} done</span> '
-            f"&nbsp;{chips(run.counts())}</div>"
+            f"&nbsp;{chips(run.counts())}{reason}</div>"
         )
 
     def _problems_html(self) -> str:
@@ -310,6 +332,72 @@ class RunView(W.VBox):
         if name in self._paths:
             self._user_picked = True
             self._set_selected(name)
+
+    # --- questions of a paused run ------------------------------------------------------------------
+    def _update_questions(self) -> None:
+        run = self.run
+        pending = getattr(run, "pending", None) or {}
+        open_ = run.status is RunStatus.PAUSED and bool(pending)
+        key = (getattr(run, "pause_version", 0), tuple(pending)) if open_ else ()
+        if key == self._questions_key:
+            return
+        self._questions_key = key
+        old = self.questions.children
+        self.questions.children = tuple(self._question_box(k, q) for k, q in pending.items()) if open_ else ()
+        for box in old:
+            box.close()
+
+    def _question_box(self, key: str, question: Any) -> W.Widget:
+        redact = self._redact
+        text = (
+            f'<div class="nbflow-w">{chip("paused", "question")} <b>{esc(question.node)}</b> asks: '
+            f"<b>{esc(redact(question.prompt))}</b></div>"
+        )
+        if question.data is not None:
+            text += f'<div class="nbflow-w">{render_value(question.data, redact)}</div>'
+        status = W.HTML()
+        controls: list[W.Widget] = []
+        if question.options:
+            for option in question.options:
+                button = W.Button(description=str(option), tooltip=f"answer {option!r}")
+                button.on_click(lambda _b, value=option: self._answer(key, value, status, controls))
+                controls.append(button)
+        else:
+            box = W.Text(placeholder="your answer")
+            send = W.Button(description="Answer", button_style="primary")
+            send.on_click(lambda _b: self._answer(key, box.value, status, controls))
+            controls += [box, send]
+        return W.VBox([W.HTML(text), W.HBox(controls), status], layout=W.Layout(margin="4px 0"))
+
+    def _answer(self, key: str, value: Any, status: W.HTML, controls: list[W.Widget]) -> None:
+        """Resume the run with ``value`` for question ``key``: in the background of the running loop."""
+        for c in controls:
+            c.disabled = True
+        status.value = f'<span class="nbflow-muted">resuming with {esc(repr(value))[:100]}…</span>'
+
+        def done(task: Any) -> None:
+            exc = None if task.cancelled() else task.exception()
+            if exc is not None:  # AnswerError, ResumeConflictError: nothing changed, say why and allow a retry
+                status.value = (
+                    f'<span class="nbflow-err">{esc(type(exc).__name__)}: {esc(self._redact(str(exc)))}</span>'
+                )
+                for c in controls:
+                    c.disabled = False
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop here (a script): resume blocking
+            try:
+                self.run.resume(value, question=key)
+            except NbflowError as exc:
+                status.value = (
+                    f'<span class="nbflow-err">{esc(type(exc).__name__)}: {esc(self._redact(str(exc)))}</span>'
+                )
+                for c in controls:
+                    c.disabled = False
+            return
+        self._answer_task = loop.create_task(self.run.aresume(value, question=key))
+        self._answer_task.add_done_callback(done)
 
     def _cancel(self, _button: Any = None) -> None:
         if self.handle is None or self.run.status.finished:
