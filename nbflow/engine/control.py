@@ -22,6 +22,7 @@ from ..errors import LoopLimitError, MapItemError, RoutingError, SubflowFailedEr
 from ..graph import GNode
 from ..limits import Limit
 from ..run import ItemRecord, Iteration, NodeRecord, Run
+from .call import call_function
 from .events import Event, NodeEvent
 from .pause import ACTIVE, AskContext, PauseSignal, Question, current
 from .states import NodeStatus, RunStatus
@@ -148,15 +149,7 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
             return child[spec.output]
         leaves = [n for n in child.nodes if not child.graph or not child.graph.nodes[n].downstream]
         return {n: child.nodes[n].output for n in leaves if child.nodes[n].status is NodeStatus.SUCCEEDED}
-    if spec.is_async:
-        out = await spec.func(**kwargs)
-    elif spec.thread:
-        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
-    else:
-        out = spec.func(**kwargs)
-    if g.check_return is not None:
-        out = g.check_return(out)
-    return out
+    return await call_function(g, kwargs)
 
 
 async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str, previous: Run | None) -> Run:

@@ -20,6 +20,7 @@ import anyio.to_thread
 from ..graph import GNode
 from ..limits import Limit
 from ..run import Attempt, NodeRecord, Run
+from .call import call_function
 from .control import run_control
 from .events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
 from .pause import PauseSignal
@@ -54,7 +55,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         for param, check in g.checks:
             if param in kwargs:
                 kwargs[param] = check(kwargs[param])
-        if not spec.plain:
+        if not g.plain:
             out = await run_control(g, rec, kwargs, run)
         elif spec.is_async:
             out = await spec.func(**kwargs)
@@ -62,7 +63,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
             out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
         else:
             out = spec.func(**kwargs)
-        if g.check_return is not None and spec.plain:
+        if g.check_return is not None and g.plain:
             out = g.check_return(out)
     except Exception as exc:
         duration = time.perf_counter() - t0
@@ -94,18 +95,9 @@ async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, li
     Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
     steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
     """
-    spec = g.spec
-    if not spec.plain:
+    if not g.plain:
         return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
-    if spec.is_async:
-        out = await spec.func(**kwargs)
-    elif spec.thread:
-        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
-    else:
-        out = spec.func(**kwargs)
-    if g.check_return is not None:
-        out = g.check_return(out)
-    return out
+    return await call_function(g, kwargs)
 
 
 def mark_paused(rec: NodeRecord, run: Run, signal: PauseSignal) -> None:

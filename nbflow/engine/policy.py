@@ -115,7 +115,7 @@ async def _attempt(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, 
     taken: list[Limit] = []
     inner: tuple[Limit, ...] = ()
     try:
-        if g.spec.plain:
+        if g.plain:
             for limit in pol.limits:
                 await limit.acquire()
                 taken.append(limit)

@@ -66,7 +66,7 @@ class _Scheduler:
         planned = set(plan.nodes)
         self.planned = planned
         self.order = plan.nodes
-        self.waiting = {n: sum(1 for u in graph.nodes[n].upstream if u in planned) for n in plan.nodes}
+        self.waiting = dict(plan.waiting)
         self.ready: deque[str] = deque()
         self.in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
@@ -199,10 +199,13 @@ class _Scheduler:
             return  # paused from outside: nodes in flight finish, no new one starts
         while self.ready and self.in_flight < self.cap:
             self.in_flight += 1
-            self.tasks.add(self.loop.create_task(self.worker(self.ready.popleft())))
+            where = WorkerContext(self.run)  # for nf.ask(): which node this task runs
+            task = where.task = self.loop.create_task(self.worker(self.ready.popleft(), where))
+            ACTIVE[task] = where
+            self.tasks.add(task)
 
     # --- running ---------------------------------------------------------------------------------
-    async def worker(self, name: str | None) -> None:
+    async def worker(self, name: str | None, where: WorkerContext) -> None:
         """Run ``name``, then keep taking ready nodes; extra ready nodes get workers of their own."""
         nodes = self.graph.nodes
         records = self.records
@@ -210,8 +213,6 @@ class _Scheduler:
         run = self.run
         special = self.special
         budget = _INLINE_BUDGET
-        task = asyncio.current_task()
-        where = ACTIVE[task] = WorkerContext(run)  # for nf.ask(): which node this task runs
         try:
             while name is not None:
                 g = nodes[name]
@@ -249,8 +250,8 @@ class _Scheduler:
             raise
         finally:
             self.in_flight -= 1
-            ACTIVE.pop(task, None)
-            self.tasks.discard(task)  # type: ignore[arg-type,unused-ignore]
+            ACTIVE.pop(where.task, None)
+            self.tasks.discard(where.task)
             self.check_finished()
 
     async def execute_with_policy(self, g: GNode, rec: NodeRecord) -> None:
@@ -298,6 +299,8 @@ class _Scheduler:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(tasks)
         # A task cancelled before its first step never ran its ``finally``: forget it here.
+        for task in tasks:
+            ACTIVE.pop(task, None)
         self.tasks.clear()
         for rec in self.records.values():
             if rec.name in self.planned:
