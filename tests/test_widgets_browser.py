@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -94,6 +95,11 @@ def publish(review: str) -> str:
 
 paused = await hitl.arun()""",
 ]
+
+
+def _cls(state: str) -> re.Pattern[str]:
+    """Matches an SVG node's class attribute containing ``nbflow-<state>``."""
+    return re.compile(rf"(^|\s)nbflow-{state}(\s|$)")
 
 
 def _missing_prerequisite() -> str | None:
@@ -197,7 +203,7 @@ def lab(tmp_path: Path):
 
 @pytest.mark.browser
 def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     base, token, work = lab
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
@@ -222,44 +228,33 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             # not awaited: the command's promise resolves only once every cell has run
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             view = page.locator(".nbflow-runview").first
+            # Widget parts update through separate messages: every check waits (expect) for its part.
+            wait = {"timeout": 30_000}
             # live: flow.run executes in a worker thread, and its redraws reach the browser while it runs
-            page.wait_for_selector(".nbflow-runview svg g#node-revenue.nbflow-running", timeout=60_000)
-            assert "nbflow-succeeded" in (view.locator("svg g#node-orders").get_attribute("class") or "")
-            # the final state: the header says FAILED once the run is over
-            page.wait_for_selector(".nbflow-runview .nbflow-badge-failed", timeout=60_000)
-            page.wait_for_selector(".nbflow-runview svg g.nbflow-node.nbflow-failed", timeout=30_000)
-
-            def fill(node: str) -> str:
-                return str(view.locator(f"svg g#node-{node} path").first.evaluate("e => getComputedStyle(e).fill"))
-
-            assert fill("report") == FAILED_FILL
+            expect(view.locator("svg g#node-revenue")).to_have_class(_cls("running"), timeout=60_000)
+            expect(view.locator("svg g#node-orders")).to_have_class(_cls("succeeded"), **wait)
+            # the final state: the header says FAILED, the failed node is red, the others green
+            expect(view.locator(".nbflow-badge-failed")).to_be_visible(timeout=60_000)
+            expect(view.locator("svg g#node-report path").first).to_have_css("fill", FAILED_FILL, **wait)
             for node in ("orders", "revenue"):
-                assert fill(node) == SUCCEEDED_FILL
-            assert "nbflow-skipped" in (view.locator("svg g#node-email").get_attribute("class") or "")
-            assert "report template missing" in view.locator(".nbflow-err").first.inner_text()
+                expect(view.locator(f"svg g#node-{node} path").first).to_have_css("fill", SUCCEEDED_FILL, **wait)
+            expect(view.locator("svg g#node-email")).to_have_class(_cls("skipped"), **wait)
+            expect(view.locator(".nbflow-err").first).to_contain_text("report template missing", **wait)
 
             # the failed node is pre-selected: its traceback is shown
-            page.wait_for_function(
-                "() => document.querySelector('.nbflow-runview').innerText.includes('Traceback (most recent call last)')",
-                timeout=20_000,
-            )
-            text = view.inner_text()
-            assert "ValueError: report template missing for revenue 15.0" in text
-            assert "in report" in text
+            expect(view).to_contain_text("Traceback (most recent call last)", **wait)
+            expect(view).to_contain_text("ValueError: report template missing for revenue 15.0", **wait)
+            expect(view).to_contain_text("in report", **wait)
 
             # clicking a node in the SVG selects it: its output (a DataFrame) is shown as a table
             view.locator("svg g#node-orders").click()
-            page.wait_for_function(
-                "() => document.querySelector('.nbflow-runview table.dataframe') !== null", timeout=20_000
-            )
-            assert "item4" in view.locator("table.dataframe").inner_text()
-            assert "nbflow-selected" in (view.locator("svg g#node-orders").get_attribute("class") or "")
+            expect(view.locator("table.dataframe")).to_contain_text("item4", **wait)
+            expect(view.locator("svg g#node-orders")).to_have_class(_cls("selected"), **wait)
 
             # back to the failure through the selector, for the screenshot
             view.locator("select").select_option(label="✗ report — failed")
-            page.wait_for_function(
-                "() => document.querySelector('.nbflow-runview').innerText.includes('Traceback')", timeout=20_000
-            )
+            expect(view.locator("svg g#node-report")).to_have_class(_cls("selected"), **wait)
+            expect(view).to_contain_text("Traceback", **wait)
             time.sleep(0.3)
             view.scroll_into_view_if_needed()
             for shot in shots:
@@ -267,22 +262,19 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
 
             # a background run (flow.start) has a Cancel button that works while the notebook is idle
             bg_view = page.locator(".nbflow-runview").nth(1)
-            page.wait_for_selector(".nbflow-runview svg g#node-wait_long.nbflow-running", timeout=30_000)
+            expect(bg_view.locator("svg g#node-wait_long")).to_have_class(_cls("running"), **wait)
             bg_view.locator("button", has_text="Cancel").click()
-            page.wait_for_selector(".nbflow-runview .nbflow-badge-cancelled", timeout=20_000)
-            assert "nbflow-cancelled" in (bg_view.locator("svg g#node-wait_long").get_attribute("class") or "")
-            assert bg_view.locator("button", has_text="Cancel").is_hidden()
+            expect(bg_view.locator(".nbflow-badge-cancelled")).to_be_visible(**wait)
+            expect(bg_view.locator("svg g#node-wait_long")).to_have_class(_cls("cancelled"), **wait)
+            expect(bg_view.locator("button", has_text="Cancel")).to_be_hidden(**wait)
 
             # a paused run shows its question; the answer buttons resume it
             hitl_view = page.locator(".nbflow-runview").nth(2)
-            page.wait_for_selector(".nbflow-runview .nbflow-badge-paused", timeout=30_000)
-            assert "Publish this draft?" in hitl_view.inner_text()
+            expect(hitl_view.locator(".nbflow-badge-paused")).to_be_visible(**wait)
+            expect(hitl_view).to_contain_text("Publish this draft?", **wait)
             hitl_view.locator("button", has_text="approve").click()
-            page.wait_for_function(
-                "() => document.querySelectorAll('.nbflow-runview')[2].querySelector('.nbflow-badge-succeeded')",
-                timeout=20_000,
-            )
-            assert "nbflow-succeeded" in (hitl_view.locator("svg g#node-publish").get_attribute("class") or "")
+            expect(hitl_view.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            expect(hitl_view.locator("svg g#node-publish")).to_have_class(_cls("succeeded"), **wait)
         finally:
             browser.close()
     assert shots[0].stat().st_size > 10_000
