@@ -8,6 +8,10 @@ SRC := nbflow tests benchmarks
 setup:
 	@./scripts/bootstrap.sh
 
+# The full test run includes the real-browser test: setup then installs Chromium when it may, and a
+# missing browser is a failure, not a skip (NEED_BROWSER=0 make test to run without it).
+test browser: export NEED_BROWSER ?= 1
+
 demo: setup
 	$(PY) -m nbflow.demo
 

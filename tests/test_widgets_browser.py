@@ -209,9 +209,14 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, work / "inspect.ipynb")
-    shots = [ROOT / "docs" / "img" / "run_widget.png", ROOT / "tests" / "artifacts" / "run_widget.png"]
-    for shot in shots:
-        shot.parent.mkdir(parents=True, exist_ok=True)
+    # Screenshots go to tests/artifacts/; with NBFLOW_UPDATE_DOCS=1 also to docs/img/ (the docs' pictures).
+    folders = [ROOT / "tests" / "artifacts"]
+    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
+        folders.append(ROOT / "docs" / "img")
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    shots = [folder / "run_widget.png" for folder in folders]
+    question_shots = [folder / "question_widget.png" for folder in folders]
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -272,9 +277,13 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             hitl_view = page.locator(".nbflow-runview").nth(2)
             expect(hitl_view.locator(".nbflow-badge-paused")).to_be_visible(**wait)
             expect(hitl_view).to_contain_text("Publish this draft?", **wait)
+            time.sleep(0.3)
+            hitl_view.scroll_into_view_if_needed()
+            for shot in question_shots:
+                hitl_view.screenshot(path=str(shot))
             hitl_view.locator("button", has_text="approve").click()
             expect(hitl_view.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
             expect(hitl_view.locator("svg g#node-publish")).to_have_class(_cls("succeeded"), **wait)
         finally:
             browser.close()
-    assert shots[0].stat().st_size > 10_000
+    assert shots[0].stat().st_size > 10_000 and question_shots[0].stat().st_size > 5_000
