@@ -2,6 +2,7 @@
 
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
+from .batch import summarize as summarize
 from .control import FirstOf as FirstOf
 from .control import ItemFailed as ItemFailed
 from .control import Loop as Loop
@@ -20,11 +21,14 @@ from .engine.events import RunFinished as RunFinished
 from .engine.events import RunStarted as RunStarted
 from .engine.states import NodeStatus as NodeStatus
 from .engine.states import RunStatus as RunStatus
+from .errors import BatchError as BatchError
+from .errors import BatchInterrupted as BatchInterrupted
 from .errors import CycleError as CycleError
 from .errors import FlowDefinitionError as FlowDefinitionError
 from .errors import GraphError as GraphError
 from .errors import LoopLimitError as LoopLimitError
 from .errors import MapItemError as MapItemError
+from .errors import MissingColumnError as MissingColumnError
 from .errors import MissingInputError as MissingInputError
 from .errors import NbflowError as NbflowError
 from .errors import NbflowWarning as NbflowWarning
@@ -34,22 +38,28 @@ from .errors import RunFailedError as RunFailedError
 from .errors import RunInterrupted as RunInterrupted
 from .errors import RunnerError as RunnerError
 from .errors import StateTransitionError as StateTransitionError
+from .errors import StoreError as StoreError
 from .errors import SubflowFailedError as SubflowFailedError
 from .errors import TypeValidationError as TypeValidationError
 from .errors import UnknownInputError as UnknownInputError
 from .errors import UnknownNodeError as UnknownNodeError
+from .progress import BatchProgress as BatchProgress
 from .run import Attempt as Attempt
 from .run import ItemRecord as ItemRecord
 from .run import Iteration as Iteration
 from .run import NodeRecord as NodeRecord
 from .run import Run as Run
 from .runner import RunHandle as RunHandle
+from .store import Store as Store
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MISSING",
     "Attempt",
+    "BatchError",
+    "BatchInterrupted",
+    "BatchProgress",
     "CycleError",
     "Event",
     "FirstOf",
@@ -64,6 +74,7 @@ __all__ = [
     "Map",
     "MapItemError",
     "Missing",
+    "MissingColumnError",
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
@@ -86,10 +97,13 @@ __all__ = [
     "RunStatus",
     "RunnerError",
     "StateTransitionError",
+    "Store",
+    "StoreError",
     "SubflowFailedError",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
     "first_of",
     "optional",
+    "summarize",
 ]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from . import batch as _batch
 from .control import Loop, Map, Router
 from .engine import scheduler
 from .errors import FlowDefinitionError, UnknownNodeError
@@ -40,6 +41,7 @@ class Flow:
         self._graph_stamp: tuple[Any, ...] = ()
         self._version = 0
         self.last_run: Run | None = None
+        self.last_batch: Any = None  # the DataFrame of the latest batch (also a partial one after a stop)
 
     # --- declaring -----------------------------------------------------------------------------
     @overload
@@ -321,6 +323,10 @@ class Flow:
         _check_concurrency(concurrency)
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
         return RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
+
+    # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/batch.py.
+    batch = _batch.batch
+    abatch = _batch.abatch
 
     # --- showing -------------------------------------------------------------------------------
     def to_dot(self, run: Run | None = None) -> Any:

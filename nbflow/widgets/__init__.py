@@ -1,0 +1,1 @@
+"""Notebook front ends: the only package that imports ipywidgets (lazily, inside its modules)."""
