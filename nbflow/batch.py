@@ -319,10 +319,11 @@ async def _run_rows(
     stop = False
     row_timeout = opts.row_timeout
     loop = asyncio.get_running_loop()
+    prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
 
     async def one(case: Case) -> tuple[Run, bool]:
         # The same path as flow.arun after its checks: the batch planned every row up front.
-        run = Run(flow.name, uuid.uuid4().hex[:12], case.inputs, case.plan.nodes)
+        run = Run(flow.name, f"{prefix}-{case.index}", case.inputs, case.plan.nodes)
         run.graph = graph
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
         timed_out = False
