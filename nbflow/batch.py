@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ._batch_rows import STATUS_COLUMNS, Case, Cases, batch_key, prepare_cases
 from .engine.states import NodeStatus, RunStatus
 from .errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
@@ -143,9 +145,10 @@ def batch(
     def interrupted(exc: KeyboardInterrupt) -> BaseException:
         if isinstance(exc, BatchInterrupted):
             return exc
-        frame = state.frame if state.frame is not None else state.build()
-        flow.last_batch = frame
-        return BatchInterrupted(frame, flow.name)
+        if state.frame is None:
+            _finish_partial(state, None, [])
+        assert state.frame is not None
+        return BatchInterrupted(state.frame, flow.name)
 
     return call_blocking(lambda: _drive(state), f"nbflow-batch-{flow.name}", interrupted, state.build)
 
@@ -392,8 +395,7 @@ async def _run_rows(
                 state.stopped = f"timeout: the batch did not finish within {opts.timeout}s"
                 await _cancel(tasks)
     except BaseException as exc:
-        await _cancel(tasks)
-        refresher.cancel()
+        await _cancel([*tasks, refresher])
         progress.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
         progress.finished_at = progress.clock()
         _finish_partial(state, store, secret)
@@ -403,7 +405,7 @@ async def _run_rows(
             assert state.frame is not None
             raise BatchInterrupted(state.frame, flow.name) from exc
         raise
-    refresher.cancel()
+    await _cancel([refresher])
     progress.stopped = state.stopped
     progress.finished_at = progress.clock()
     _finish_partial(state, store, secret)
@@ -433,10 +435,12 @@ def _render(renderer: Any, method: str, progress: BatchProgress) -> None:
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for t in tasks:
         t.cancel()
-    # Shielded: our own task may be the one being cancelled; the rows must still be wound down.
+    # Shielded (anyio: its scopes re-deliver cancellation at every await): our own task may be the
+    # one being cancelled, and the rows must still be wound down before the frame is built.
     pending = [t for t in tasks if not t.done()]
     if pending:
-        await asyncio.shield(asyncio.wait(pending))
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait(pending)
     for t in tasks:  # retrieve exceptions so asyncio does not log them as never retrieved
         if t.done() and not t.cancelled():
             t.exception()
