@@ -24,6 +24,7 @@ class BatchProgressWidget:
         self.bar = widgets.IntProgress(value=0, min=0, max=1, bar_style=_STYLES["running"])
         self.label = widgets.HTML(value="starting...")
         self.box = widgets.HBox([self.bar, self.label])
+        self._text = "starting..."
         self._displayed = False
         if display:
             from IPython.display import display as show
@@ -35,7 +36,8 @@ class BatchProgressWidget:
         with self.box.hold_sync():
             self.bar.max = max(state.total, 1)
             self.bar.value = state.done
-            self.label.value = _html(state.text())
+            self._text = state.text()
+            self.label.value = _html(self._text)
 
     def close(self, state: BatchProgress) -> None:
         self.update(state)
@@ -49,7 +51,7 @@ class BatchProgressWidget:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         bundle = self.box._repr_mimebundle_(include=include, exclude=exclude)
         if isinstance(bundle, dict):
-            bundle["text/plain"] = f"<batch progress: {self.label.value}>"
+            bundle["text/plain"] = f"<batch progress: {self._text}>"
         return bundle
 
 
