@@ -77,6 +77,10 @@ class _State:
     frame: pd.DataFrame | None = None
     running: dict[int, Run] = field(default_factory=dict)
 
+    @classmethod
+    def new(cls, flow: Flow, cases: Cases, opts: _Options) -> _State:
+        return cls(flow, cases, [None] * len(cases.cases), opts)
+
     def build(self) -> pd.DataFrame:
         self.frame = _frame(self)
         return self.frame
@@ -140,13 +144,13 @@ def batch(
         row_timeout,
         progress,
     )
-    state = _State(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), [], opts)
+    state = _State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
 
     def interrupted(exc: KeyboardInterrupt) -> BaseException:
         if isinstance(exc, BatchInterrupted):
             return exc
         if state.frame is None:
-            _finish_partial(state, None, [])
+            _finish_partial(state)
         assert state.frame is not None
         return BatchInterrupted(state.frame, flow.name)
 
@@ -193,7 +197,7 @@ async def abatch(
         row_timeout,
         progress,
     )
-    state = _State(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), [], opts)
+    state = _State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
     return await _drive(state)
 
 
@@ -244,7 +248,6 @@ async def _drive(state: _State) -> pd.DataFrame:
     """Run every case not yet finished; always leave the partial frame on ``state``/``flow.last_batch``."""
     flow, cases, opts = state.flow, state.cases, state.opts
     n = len(cases.cases)
-    state.results = [None] * n
     secret = [] if opts.store_secrets else [c for c in cases.columns if is_secret_name(c)]
     store, own_store = _open_store(opts.store)
     progress = BatchProgress(flow.name, n)
@@ -255,7 +258,7 @@ async def _drive(state: _State) -> pd.DataFrame:
             todo = _resume(state, store, progress)
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
-        renderer = make_renderer(opts.progress, in_kernel())
+        renderer = make_renderer(opts.progress, in_kernel(), progress)
         await _run_rows(state, todo, store, secret, progress, renderer)
     finally:
         if own_store and store is not None:
@@ -398,7 +401,7 @@ async def _run_rows(
         await _cancel([*tasks, refresher])
         progress.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
         progress.finished_at = progress.clock()
-        _finish_partial(state, store, secret)
+        _finish_partial(state)
         if renderer is not None:
             _render(renderer, "close", progress)
         if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, BatchInterrupted):
@@ -408,7 +411,7 @@ async def _run_rows(
     await _cancel([refresher])
     progress.stopped = state.stopped
     progress.finished_at = progress.clock()
-    _finish_partial(state, store, secret)
+    _finish_partial(state)
     if renderer is not None:
         _render(renderer, "close", progress)
     if state.stopped is not None:
@@ -446,7 +449,7 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
             t.exception()
 
 
-def _finish_partial(state: _State, store: Store | None, secret: list[str]) -> None:
+def _finish_partial(state: _State) -> None:
     """Fill in rows that did not finish and build the frame (kept on the flow, too)."""
     cases = state.cases
     for i, r in enumerate(state.results):

@@ -141,7 +141,7 @@ class TextProgress:
         self.stream.flush()
 
 
-def make_renderer(progress: Any, kernel: bool) -> ProgressRenderer | None:
+def make_renderer(progress: Any, kernel: bool, state: BatchProgress | None = None) -> ProgressRenderer | None:
     """The renderer for the ``progress=`` option (see the module docstring)."""
     if progress is False:
         return None
@@ -149,7 +149,7 @@ def make_renderer(progress: Any, kernel: bool) -> ProgressRenderer | None:
         if kernel:
             from .widgets.batch_progress import BatchProgressWidget
 
-            return BatchProgressWidget()
+            return BatchProgressWidget(state)
         stream = sys.stderr
         tty = bool(getattr(stream, "isatty", lambda: False)())
         if progress is None and not tty:

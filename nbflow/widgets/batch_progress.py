@@ -20,12 +20,14 @@ _STYLES = {"running": "info", "succeeded": "success", "failed": "warning", "stop
 class BatchProgressWidget:
     """A progress bar (done / total) and a label (failed, in flight, rate, ETA)."""
 
-    def __init__(self, *, display: bool = True) -> None:
+    def __init__(self, state: BatchProgress | None = None, *, display: bool = True) -> None:
         self.bar = widgets.IntProgress(value=0, min=0, max=1, bar_style=_STYLES["running"])
         self.label = widgets.HTML(value="starting...")
         self.box = widgets.HBox([self.bar, self.label])
         self._text = "starting..."
         self._displayed = False
+        if state is not None:
+            self.update(state)
         if display:
             from IPython.display import display as show
 
