@@ -285,7 +285,15 @@ def _resume(state: _State, store: Store, progress: BatchProgress) -> list[int]:
             f"store {store.path!r} holds batch {state.batch_id!r} with {info['n_rows']} rows, this batch has {n}; "
             f"use another batch_id= (or omit it: the default id follows the rows)"
         )
-    stored = store.rows(state.batch_id) if info is not None else {}
+    stored = store.rows(state.batch_id, skip_unreadable=True) if info is not None else {}
+    if info is not None and store.unreadable:
+        first = next(iter(store.unreadable.items()))
+        warnings.warn(
+            f"store {store.path!r}: {len(store.unreadable)} finished rows of batch {state.batch_id!r} cannot be read "
+            f"back (row {first[0]}: {first[1]}); they run again",
+            NbflowWarning,
+            stacklevel=4,
+        )
     if stored and not opts.resume:
         raise StoreError(
             f"store {store.path!r} already holds {len(stored)} finished rows of batch {state.batch_id!r}; "

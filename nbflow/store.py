@@ -100,6 +100,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
+        self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -171,15 +172,30 @@ class Store:
                 (batch_id, index, run_id, status, time.time(), text),
             )
 
-    def rows(self, batch_id: str, *, unpickle: bool = True) -> dict[int, StoredRow]:
-        """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``."""
+    def rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> dict[int, StoredRow]:
+        """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``.
+
+        A row that cannot be decoded (e.g. a pickled object whose class no longer exists) raises
+        StoreError, or is left out with ``skip_unreadable=True`` (its index is in ``self.unreadable``).
+        """
         out: dict[int, StoredRow] = {}
+        self.unreadable = {}
         for index, run_id, status, finished_at, text in self._db.execute(
             "SELECT row_index, run_id, status, finished_at, data FROM batch_rows WHERE batch_id = ? ORDER BY row_index",
             (batch_id,),
         ):
-            raw = json.loads(text)
-            data = {k: _decode(v, unpickle) for k, v in raw.items()}
+            try:
+                raw = json.loads(text)
+                data = {k: _decode(v, unpickle) for k, v in raw.items()}
+            except Exception as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                if not skip_unreadable:
+                    raise StoreError(
+                        f"store {self.path!r}, batch {batch_id!r}, row {index}: cannot decode the stored row ({why}); "
+                        f"define the classes its outputs use before loading, or pass unpickle=False"
+                    ) from exc
+                self.unreadable[index] = why
+                continue
             out[index] = StoredRow(index, run_id, status, finished_at, data)
         return out
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import closing
 
 import pytest
 
@@ -216,3 +217,23 @@ def test_store_rows_are_committed_one_by_one_while_the_batch_runs(tmp_path):
 
     flow.batch([{"i": i} for i in range(5)], store=db, concurrency=1)
     assert seen == [1, 2, 3, 4]
+
+
+def test_a_stored_row_that_cannot_be_read_back_runs_again(tmp_path):
+    db = tmp_path / "runs.db"
+    calls: list[int] = []
+    flow = counting_flow(calls)
+    first = flow.batch(ROWS[:3], store=db)
+    with closing(sqlite3.connect(db)) as con:
+        # as if the class of a pickled output no longer existed
+        con.execute(
+            "UPDATE batch_rows SET data = ? WHERE row_index = 1", ('{"work": {"__nbflow_pickle__": "bm9wZQ=="}}',)
+        )
+        con.commit()
+    with nf.Store(db) as store, pytest.raises(nf.StoreError, match="row 1: cannot decode"):
+        store.rows(first.attrs["batch_id"])
+    calls.clear()
+    with pytest.warns(nf.NbflowWarning, match="1 finished rows of batch .* cannot be read back"):
+        again = flow.batch(ROWS[:3], store=db, resume=True)
+    assert calls == [1]
+    assert again["work"].tolist() == first["work"].tolist()
