@@ -32,3 +32,4 @@ test: lint typecheck
 
 bench: setup
 	$(PY) benchmarks/engine_overhead.py
+	$(PY) benchmarks/batch_throughput.py

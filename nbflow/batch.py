@@ -393,7 +393,6 @@ async def _run_rows(
     n_workers = min(opts.concurrency, len(todo))
     tasks = [loop.create_task(worker()) for _ in range(n_workers)]
     refresher = loop.create_task(refresh())
-    timed_out = False
     try:
         if tasks:
             done, _ = await asyncio.wait(tasks, timeout=opts.timeout, return_when=asyncio.FIRST_EXCEPTION)
@@ -402,7 +401,6 @@ async def _run_rows(
                 if error is not None:
                     raise error
             if len(done) < len(tasks):
-                timed_out = True
                 state.stopped = f"timeout: the batch did not finish within {opts.timeout}s"
                 await _cancel(tasks)
     except BaseException as exc:
@@ -425,9 +423,8 @@ async def _run_rows(
     if state.stopped is not None:
         left = sum(1 for r in state.results if r is not None and r["status"] in ("pending", "cancelled"))
         fix = "fix the cause and run again" + (" with resume=True" if store is not None else "")
-        kind = "timeout" if timed_out else "circuit breaker"
         warnings.warn(
-            f"batch of flow {flow.name!r} stopped early ({kind}): {state.stopped}; {left} rows were not finished "
+            f"batch of flow {flow.name!r} stopped early, {state.stopped}; {left} rows were not finished "
             f"(status 'pending' or 'cancelled', see frame.attrs['stopped']); {fix}",
             NbflowWarning,
             stacklevel=3,
