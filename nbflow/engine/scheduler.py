@@ -2,7 +2,9 @@
 
 Design (measured, see docs/engine.md): a ready-queue scheduler. A worker task runs a node, resolves
 its dependents and carries on with the next ready node itself, spawning extra workers only for
-extra ready nodes. A chain thus costs one task; a fan-out one task per branch. Node tasks are
+extra ready nodes. The run's own task is the first worker, so a chain costs no extra task (and no
+wake-up hop: what dominates when many runs share the loop, as in a batch); a fan-out costs one
+task per extra branch. Node tasks are
 plain asyncio tasks owned by the run: anyio's ``start_soon`` costs 4-6x more per task here, which
 alone would break the overhead budget. Structure is kept by hand: the run awaits every task it
 started, and cancelling the run cancels them all before it returns.
