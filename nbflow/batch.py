@@ -342,11 +342,11 @@ async def _run_rows(
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
         timed_out = False
         if row_timeout is None:
-            await flow._execute(graph, case.plan, run, case.inputs, {}, None)
+            await flow._execute(graph, case.plan, run, case.inputs, {}, None, tick=False)
         else:
             try:
                 async with asyncio.timeout(row_timeout):
-                    await flow._execute(graph, case.plan, run, case.inputs, {}, None)
+                    await flow._execute(graph, case.plan, run, case.inputs, {}, None, tick=False)
             except TimeoutError:
                 timed_out = True
         del state.running[case.index]

@@ -242,9 +242,10 @@ class Flow:
         inputs: dict[str, Any],
         overrides: dict[str, Any],
         concurrency: int | None,
+        tick: bool = True,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
-        if not in_kernel():
+        if not tick or not in_kernel():  # a batch wakes the loop itself, once for all its rows
             return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
         ticker = asyncio.get_running_loop().create_task(kernel_ticker())
         try:
