@@ -35,6 +35,7 @@ class Cases:
     grid_keys: list[str]
     input_columns: dict[str, str]  # column -> flow input
     outputs: list[str]
+    index: Any = None  # the input DataFrame's own index, repeated per grid combination (None: 0..n-1)
 
 
 def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -108,6 +109,7 @@ def prepare_cases(
     Raises BatchError / MissingColumnError / UnknownNodeError before anything runs.
     """
     records, row_columns = _records(rows)
+    own_index = _own_index(rows)
     grid_values = _check_grid(grid, row_columns)
     all_columns = row_columns + list(grid_values)
 
@@ -171,7 +173,19 @@ def prepare_cases(
                 plan = plans[key] = _plan(graph, key, out_list, list(row), i)
             cases.append(Case(index, row, inputs, plan))
             index += 1
-    return Cases(cases, all_columns, keys, input_columns, out_list)
+    if own_index is not None and len(combos) > 1:
+        own_index = own_index.repeat(len(combos))  # like DataFrame.explode: each row's label, per combination
+    return Cases(cases, all_columns, keys, input_columns, out_list, own_index)
+
+
+def _own_index(rows: Any) -> Any:
+    """A DataFrame's index unless it is the default 0..n-1 (then the result gets a fresh one)."""
+    index = getattr(rows, "index", None)
+    if index is None or not hasattr(rows, "columns"):
+        return None
+    if type(index).__name__ == "RangeIndex" and index.start == 0 and index.step == 1 and index.name is None:
+        return None
+    return index
 
 
 def _plan(graph: Graph, given: frozenset[str], outputs: list[str], columns: list[str], row: int) -> Plan:

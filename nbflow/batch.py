@@ -533,6 +533,8 @@ def _frame(state: _State) -> pd.DataFrame:
         for r, c in zip(state.results, cases.cases, strict=False)
     ]
     frame = pd.DataFrame.from_records(records, columns=columns) if records else pd.DataFrame(columns=columns)
+    if cases.index is not None:
+        frame.index = cases.index
     if "attempts" in frame:
         frame["attempts"] = frame["attempts"].astype("int64")
     if "latency" in frame:

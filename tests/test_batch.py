@@ -440,3 +440,13 @@ def test_a_broken_progress_display_never_breaks_the_batch():
     with pytest.warns(nf.NbflowWarning, match="display gone"):
         df = qa_flow().batch(ROWS, progress=Broken())
     assert (df["status"] == "succeeded").all()
+
+
+def test_a_dataframe_keeps_its_own_index_repeated_per_grid_combination():
+    rows = pd.DataFrame(ROWS, index=pd.Index(["r1", "r2", "r3"], name="case"))
+    df = qa_flow().batch(rows.iloc[1:], grid={"prompt": ["p", "q"]}, outputs="answer")
+    assert df.index.tolist() == ["r2", "r2", "r3", "r3"]  # like DataFrame.explode
+    assert df.index.name == "case"
+    assert df.loc["r3", "answer"].tolist() == ["p:c", "q:c"]
+    plain = qa_flow().batch(pd.DataFrame(ROWS), outputs="answer")
+    assert plain.index.tolist() == [0, 1, 2]
