@@ -246,6 +246,8 @@ def _options(
 
 async def _drive(state: _State) -> pd.DataFrame:
     """Run every case not yet finished; always leave the partial frame on ``state``/``flow.last_batch``."""
+    import pandas  # noqa: F401  (imported now, not after the last row: a cold import takes seconds)
+
     flow, cases, opts = state.flow, state.cases, state.opts
     n = len(cases.cases)
     secret = [] if opts.store_secrets else [c for c in cases.columns if is_secret_name(c)]

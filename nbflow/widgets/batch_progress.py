@@ -60,4 +60,4 @@ class BatchProgressWidget:
 def _html(text: str) -> str:
     import html
 
-    return f"<code>{html.escape(text)}</code>"
+    return f'<code style="white-space: nowrap">{html.escape(text)}</code>'
