@@ -287,6 +287,17 @@ def _resume(state: _State, store: Store, progress: BatchProgress) -> list[int]:
             f"store {store.path!r} holds batch {state.batch_id!r} with {info['n_rows']} rows, this batch has {n}; "
             f"use another batch_id= (or omit it: the default id follows the rows)"
         )
+    if info is None and opts.resume:
+        others = [b["batch_id"] for b in store.batches() if b["flow"] == state.flow.name]
+        if others:
+            warnings.warn(
+                f"resume=True, but store {store.path!r} has no batch {state.batch_id!r}, so every row runs; it holds "
+                f"other batches of flow {state.flow.name!r}: {', '.join(map(repr, others[-3:]))}. The default id "
+                f"follows the rows' values, the grid and outputs: if they changed on purpose this is a new batch; "
+                f"name batches with batch_id= to resume across such changes",
+                NbflowWarning,
+                stacklevel=4,
+            )
     stored = store.rows(state.batch_id, skip_unreadable=True) if info is not None else {}
     if info is not None and store.unreadable:
         first = next(iter(store.unreadable.items()))

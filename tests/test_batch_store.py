@@ -237,3 +237,13 @@ def test_a_stored_row_that_cannot_be_read_back_runs_again(tmp_path):
         again = flow.batch(ROWS[:3], store=db, resume=True)
     assert calls == [1]
     assert again["work"].tolist() == first["work"].tolist()
+
+
+def test_resume_warns_when_the_store_has_only_other_batches_of_the_flow(tmp_path):
+    db = tmp_path / "runs.db"
+    flow = counting_flow([])
+    flow.batch(ROWS, store=db)
+    changed = [{**r, "note": "edited"} for r in ROWS]
+    with pytest.warns(nf.NbflowWarning, match="has no batch .* so every row runs; it holds other batches"):
+        df = flow.batch(changed, store=db, resume=True)
+    assert (df["status"] == "succeeded").all()
