@@ -2,7 +2,6 @@
 
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
-from .batch import summarize as summarize
 from .control import FirstOf as FirstOf
 from .control import ItemFailed as ItemFailed
 from .control import Loop as Loop
@@ -51,6 +50,7 @@ from .run import NodeRecord as NodeRecord
 from .run import Run as Run
 from .runner import RunHandle as RunHandle
 from .store import Store as Store
+from .summary import summarize as summarize
 
 __version__ = "0.1.0"
 
