@@ -2,6 +2,9 @@
 
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
+from .checkpoint import CheckpointStore as CheckpointStore
+from .checkpoint import StoredError as StoredError
+from .checkpoint import load_run as load_run
 from .control import FirstOf as FirstOf
 from .control import ItemFailed as ItemFailed
 from .control import Loop as Loop
@@ -13,13 +16,17 @@ from .engine.events import Event as Event
 from .engine.events import NodeCancelled as NodeCancelled
 from .engine.events import NodeEvent as NodeEvent
 from .engine.events import NodeFailed as NodeFailed
+from .engine.events import NodePaused as NodePaused
 from .engine.events import NodeSkipped as NodeSkipped
 from .engine.events import NodeStarted as NodeStarted
 from .engine.events import NodeSucceeded as NodeSucceeded
 from .engine.events import RunFinished as RunFinished
+from .engine.events import RunPaused as RunPaused
 from .engine.events import RunStarted as RunStarted
+from .engine.pause import Question as Question
 from .engine.states import NodeStatus as NodeStatus
 from .engine.states import RunStatus as RunStatus
+from .errors import AnswerError as AnswerError
 from .errors import BatchError as BatchError
 from .errors import BatchInterrupted as BatchInterrupted
 from .errors import CycleError as CycleError
@@ -32,6 +39,7 @@ from .errors import MissingInputError as MissingInputError
 from .errors import NbflowError as NbflowError
 from .errors import NbflowWarning as NbflowWarning
 from .errors import NodeOutputError as NodeOutputError
+from .errors import ResumeConflictError as ResumeConflictError
 from .errors import RoutingError as RoutingError
 from .errors import RunFailedError as RunFailedError
 from .errors import RunInterrupted as RunInterrupted
@@ -42,6 +50,7 @@ from .errors import SubflowFailedError as SubflowFailedError
 from .errors import TypeValidationError as TypeValidationError
 from .errors import UnknownInputError as UnknownInputError
 from .errors import UnknownNodeError as UnknownNodeError
+from .hitl import ask as ask
 from .progress import BatchProgress as BatchProgress
 from .run import Attempt as Attempt
 from .run import ItemRecord as ItemRecord
@@ -49,17 +58,23 @@ from .run import Iteration as Iteration
 from .run import NodeRecord as NodeRecord
 from .run import Run as Run
 from .runner import RunHandle as RunHandle
-from .store import Store as Store
+from .secret import REDACTED as REDACTED
+from .secret import Secret as Secret
+from .store import BatchStore as BatchStore
 from .summary import summarize as summarize
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MISSING",
+    "REDACTED",
+    "AnswerError",
     "Attempt",
     "BatchError",
     "BatchInterrupted",
     "BatchProgress",
+    "BatchStore",
+    "CheckpointStore",
     "CycleError",
     "Event",
     "FirstOf",
@@ -82,28 +97,35 @@ __all__ = [
     "NodeEvent",
     "NodeFailed",
     "NodeOutputError",
+    "NodePaused",
     "NodeRecord",
     "NodeSkipped",
     "NodeStarted",
     "NodeStatus",
     "NodeSucceeded",
+    "Question",
+    "ResumeConflictError",
     "RoutingError",
     "Run",
     "RunFailedError",
     "RunFinished",
     "RunHandle",
     "RunInterrupted",
+    "RunPaused",
     "RunStarted",
     "RunStatus",
     "RunnerError",
+    "Secret",
     "StateTransitionError",
-    "Store",
     "StoreError",
+    "StoredError",
     "SubflowFailedError",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "ask",
     "first_of",
+    "load_run",
     "optional",
     "summarize",
 ]

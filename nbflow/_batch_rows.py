@@ -11,6 +11,7 @@ from typing import Any
 
 from .errors import BatchError, MissingColumnError, MissingInputError, UnknownNodeError, _suggest
 from .graph import Graph, Plan
+from .secret import Secret
 
 __all__ = ["STATUS_COLUMNS", "Case", "Cases", "batch_key", "prepare_cases"]
 
@@ -205,7 +206,7 @@ def batch_key(flow: str, cases: Cases, secret: Iterable[str]) -> str:
     head = {"flow": flow, "outputs": cases.outputs, "inputs": cases.input_columns, "grid": cases.grid_keys}
     h.update(json.dumps(head, sort_keys=True).encode())
     for case in cases.cases:
-        values = {k: v for k, v in case.row.items() if k not in skip}
+        values = {k: "***" if isinstance(v, Secret) else v for k, v in case.row.items() if k not in skip}
         h.update(json.dumps(values, sort_keys=True, default=repr).encode())
         h.update(b"\n")
     return f"{flow}-{h.hexdigest()[:16]}"

@@ -31,7 +31,7 @@ from .errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from .progress import REFRESH, BatchProgress, make_renderer
 from .run import Run
 from .runner import call_blocking, in_kernel
-from .store import Store, is_secret_name
+from .store import BatchStore, is_secret_name
 
 if TYPE_CHECKING:
     import os
@@ -51,7 +51,7 @@ class _Options:
     concurrency: int
     outputs: Iterable[str] | str | None
     flatten: bool
-    store: str | os.PathLike[str] | Store | None
+    store: str | os.PathLike[str] | BatchStore | None
     resume: bool
     retry_failed: bool
     batch_id: str | None
@@ -94,7 +94,7 @@ def batch(
     outputs: Iterable[str] | str | None = None,
     concurrency: int = 16,
     flatten: bool = False,
-    store: str | os.PathLike[str] | Store | None = None,
+    store: str | os.PathLike[str] | BatchStore | None = None,
     resume: bool = False,
     retry_failed: bool = False,
     batch_id: str | None = None,
@@ -165,7 +165,7 @@ async def abatch(
     outputs: Iterable[str] | str | None = None,
     concurrency: int = 16,
     flatten: bool = False,
-    store: str | os.PathLike[str] | Store | None = None,
+    store: str | os.PathLike[str] | BatchStore | None = None,
     resume: bool = False,
     retry_failed: bool = False,
     batch_id: str | None = None,
@@ -203,7 +203,7 @@ def _options(
     concurrency: int,
     outputs: Iterable[str] | str | None,
     flatten: bool,
-    store: str | os.PathLike[str] | Store | None,
+    store: str | os.PathLike[str] | BatchStore | None,
     resume: bool,
     retry_failed: bool,
     batch_id: str | None,
@@ -266,15 +266,15 @@ async def _drive(state: _State) -> pd.DataFrame:
     return state.frame if state.frame is not None else state.build()
 
 
-def _open_store(store: str | os.PathLike[str] | Store | None) -> tuple[Store | None, bool]:
+def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[BatchStore | None, bool]:
     if store is None:
         return None, False
-    if isinstance(store, Store):
+    if isinstance(store, BatchStore):
         return store, False
-    return Store(store), True
+    return BatchStore(store), True
 
 
-def _resume(state: _State, store: Store, progress: BatchProgress) -> list[int]:
+def _resume(state: _State, store: BatchStore, progress: BatchProgress) -> list[int]:
     """Register the batch in the store; with resume, fill in rows already finished; return rows to run."""
     assert state.batch_id is not None
     opts, cases = state.opts, state.cases
@@ -329,7 +329,7 @@ def _resume(state: _State, store: Store, progress: BatchProgress) -> list[int]:
 async def _run_rows(
     state: _State,
     todo: list[int],
-    store: Store | None,
+    store: BatchStore | None,
     secret: list[str],
     progress: BatchProgress,
     renderer: Any,

@@ -9,10 +9,13 @@ from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from . import batch as _batch
+from ._missing import MISSING
 from .control import Loop, Map, Router
 from .engine import scheduler
-from .errors import FlowDefinitionError, UnknownNodeError
+from .engine.states import RunStatus
+from .errors import FlowDefinitionError, RunnerError, UnknownNodeError
 from .graph import Graph, InputInfo, Plan, compile_graph
+from .resume import register_flow
 from .run import Run, Subscriber
 from .runner import RunHandle, in_kernel, kernel_ticker, run_blocking
 from .spec import NodeSpec, Source, make_spec, make_subflow_spec
@@ -29,17 +32,22 @@ class Flow:
     ``concurrency`` caps how many nodes run at once (default: no cap).
     """
 
-    def __init__(self, name: str = "flow", *, validate: bool = True, concurrency: int | None = None) -> None:
+    def __init__(
+        self, name: str = "flow", *, validate: bool = True, concurrency: int | None = None, store: Any = None
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
         _check_concurrency(concurrency)
         self.name = name
         self.validate = validate
         self.concurrency = concurrency
+        self.store = store
+        """Default checkpoint store (a SQLite path) for this flow's runs; ``store=`` per call overrides."""
         self._specs: dict[str, NodeSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
         self._version = 0
+        register_flow(self)
         self.last_run: Run | None = None
         self.last_batch: Any = None  # the DataFrame of the latest batch (also a partial one after a stop)
 
@@ -218,6 +226,7 @@ class Flow:
         targets: Iterable[str] | str | None,
         overrides: Mapping[str, Any] | None,
         on_event: Subscriber | None,
+        store: Any = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -229,8 +238,15 @@ class Flow:
         scheduler.validate_inputs(graph, plan, merged)
         run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
         run.graph = graph
+        run._flow = self
+        run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        store = store if store is not None else self.store
+        if store is not None:
+            from .checkpoint import open_store
+
+            open_store(store).track(run)
         self.last_run = run
         return graph, plan, run, merged, overrides
 
@@ -245,13 +261,23 @@ class Flow:
         tick: bool = True,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
-        if not tick or not in_kernel():  # a batch wakes the loop itself, once for all its rows
-            return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
-        ticker = asyncio.get_running_loop().create_task(kernel_ticker())
+        # A batch wakes the loop itself (tick=False), once for all its rows.
+        ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
         try:
-            return await scheduler.execute(graph, plan, run, inputs, overrides, cap)
+            await scheduler.execute(graph, plan, run, inputs, overrides, cap)
         finally:
-            ticker.cancel()
+            if ticker is not None:
+                ticker.cancel()
+        if run.status is RunStatus.PAUSED and run.store is not None and run.store.unstorable:
+            from .errors import StoreError
+
+            what = "; ".join(f"{k!r}: {v}" for k, v in run.store.unstorable.items())
+            raise StoreError(
+                f"run {run.run_id} paused, but its checkpoint is incomplete: cannot store {what}. It can be "
+                f"resumed in this session (run.resume(...)), not after a restart; return picklable data "
+                f"from those nodes"
+            )
+        return run
 
     async def arun(
         self,
@@ -262,6 +288,7 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        store: Any = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -272,7 +299,7 @@ class Flow:
         ``run.status`` or call ``run.raise_for_status()``.
         """
         _check_concurrency(concurrency)
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
         return await self._execute(graph, plan, run, merged, overrides, concurrency)
 
     def run(
@@ -284,6 +311,7 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        store: Any = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
@@ -293,7 +321,7 @@ class Flow:
         every finished output.
         """
         _check_concurrency(concurrency)
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
         return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency), run)
 
     def start(
@@ -305,13 +333,13 @@ class Flow:
         overrides: Mapping[str, Any] | None = None,
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
+        store: Any = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
 
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
         """
-        from .errors import RunnerError
 
         try:
             asyncio.get_running_loop()
@@ -322,12 +350,28 @@ class Flow:
                 f"block, or call start() from async code"
             ) from None
         _check_concurrency(concurrency)
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
         return RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
 
     # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/batch.py.
     batch = _batch.batch
     abatch = _batch.abatch
+
+    def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
+        """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.
+
+        Same options as ``Run.resume`` (``question=``, ``version=``).
+        """
+        if isinstance(run, str):
+            from .checkpoint import load_run
+
+            if store is None and self.store is None:
+                raise RunnerError(f"flow {self.name!r}: resume by run id needs store= (the SQLite file)")
+            run = load_run(store if store is not None else self.store, run)
+        if run.flow != self.name:
+            raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
+        run._flow = self
+        return run.resume(answer, **kw)
 
     # --- showing -------------------------------------------------------------------------------
     def to_dot(self, run: Run | None = None) -> Any:

@@ -20,7 +20,10 @@ The tree::
     ├── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
     ├── BatchError (ValueError)            a batch request cannot run (rows, columns=, grid=, options)
     │   └── MissingColumnError             .missing: flow input -> nodes needing it; no column feeds it
-    └── StoreError (RuntimeError)          the SQLite store cannot be used as asked (schema, batch clash)
+    ├── ResumeConflictError (RuntimeError) resuming a run that is not paused, or a question already answered
+    ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
+    └── StoreError (RuntimeError)          a store file is missing, locked, corrupt, a value cannot be stored,
+                                           or a batch clashes with one already stored
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
     BatchInterrupted (KeyboardInterrupt)   a batch was interrupted; .frame holds every finished row
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from .run import Run
 
 __all__ = [
+    "AnswerError",
     "BatchError",
     "BatchInterrupted",
     "CycleError",
@@ -52,6 +56,7 @@ __all__ = [
     "NbflowError",
     "NbflowWarning",
     "NodeOutputError",
+    "ResumeConflictError",
     "RoutingError",
     "RunFailedError",
     "RunInterrupted",
@@ -247,6 +252,21 @@ class RunnerError(NbflowError, RuntimeError):
     """A run was driven from a place where that way of running cannot work."""
 
 
+class ResumeConflictError(NbflowError, RuntimeError):
+    """Resuming a run that is not paused, or answering a question that was already answered.
+
+    Like an HTTP 409: nothing was changed. Two racing resumes: exactly one wins.
+    """
+
+
+class AnswerError(NbflowError, ValueError):
+    """An answer does not fit the question's options or schema. Nothing was changed."""
+
+
+class StoreError(NbflowError, RuntimeError):
+    """A store file is missing, locked or corrupt, or a value cannot be stored. Nothing was overwritten."""
+
+
 class RunInterrupted(KeyboardInterrupt):
     """A blocking run was interrupted (Ctrl-C or the kernel's stop button).
 
@@ -279,10 +299,6 @@ class MissingColumnError(BatchError):
             )
         have = ", ".join(repr(c) for c in self.columns) or "(none)"
         super().__init__(f"{'; '.join(parts)}. The rows have columns: {have}")
-
-
-class StoreError(NbflowError, RuntimeError):
-    """The SQLite store cannot be used as asked (unknown schema version, a batch that clashes)."""
 
 
 class BatchInterrupted(KeyboardInterrupt):

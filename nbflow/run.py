@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._missing import MISSING
-from .engine.events import Event, RunFinished
+from .engine.events import Event, RunFinished, RunPaused
+from .engine.pause import Question
 from .engine.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
-from .errors import NbflowError, NbflowWarning, NodeOutputError, RunFailedError, UnknownNodeError
+from .errors import NbflowError, NbflowWarning, NodeOutputError, ResumeConflictError, RunFailedError, UnknownNodeError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -168,6 +169,35 @@ class Run:
         self.finished_at: float | None = None
         self.graph: Graph | None = None
         self._subscribers: list[Subscriber] = []
+        # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
+        self.pending: dict[str, Question] = {}
+        """Open questions of paused nodes, by key (``node#n``)."""
+        self.answers: dict[str, Any] = {}
+        """Answers given so far, by question key."""
+        self._ask_counts: dict[tuple[str, int], int] = {}
+        self.pause_version = 0
+        """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
+        self.targets: tuple[str, ...] | None = None
+        self._root: Run = self
+        self._path = ""
+        self._pause_requested = False
+        self._resume_lock = threading.Lock()
+        self._flow: Any = None
+        self.store: Any = None
+        """The checkpoint store this run is written to, if any."""
+
+    # Runs are pickled into checkpoints (sub-flow runs): leave out what belongs to this process.
+    _TRANSIENT = ("_subscribers", "_resume_lock", "_flow", "graph", "store", "_root")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._subscribers = []
+        self._resume_lock = threading.Lock()
+        self._flow = self.graph = self.store = None
+        self._root = self
 
     # --- state, used by the engine -------------------------------------------------------------
     def _to(self, new: RunStatus) -> None:
@@ -276,6 +306,34 @@ class Run:
             raise RunFailedError(msg, self) from failed[0].error
         raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}", self)
 
+    # --- pause and resume ------------------------------------------------------------------------
+    def pause(self) -> None:
+        """Ask a running run to pause: nodes in flight finish, no new node starts, then it is PAUSED."""
+        if self.status is not RunStatus.RUNNING:
+            raise ResumeConflictError(f"run {self.run_id} is {self.status.name}; only a RUNNING run can be paused")
+        self._pause_requested = True
+
+    async def aresume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+        """Answer a pending question (if any) and continue the paused run on this loop.
+
+        With several open questions, name the one answered with ``question=`` (a key of
+        ``run.pending``). ``version`` (``run.pause_version``) guards against resuming a pause that
+        was already resumed. Raises ResumeConflictError (nothing changed) if the run is not paused or
+        the question was already answered, AnswerError if the answer does not fit.
+        """
+        from .resume import claim, continue_run
+
+        claim(self, answer, question, version)
+        return await continue_run(self)
+
+    def resume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+        """Like ``aresume`` but blocking (works in a script and in a notebook cell)."""
+        from .resume import claim, continue_run
+        from .runner import run_blocking
+
+        claim(self, answer, question, version)
+        return run_blocking(lambda: continue_run(self), self)
+
     def to_frame(self) -> pd.DataFrame:
         """One row per node: status, output, error, attempts, times, skip reason."""
         import pandas as pd
@@ -347,7 +405,7 @@ class _EventStream:
             self._wake.clear()
             await self._wake.wait()
         event = self._queue.popleft()
-        if isinstance(event, RunFinished):
+        if isinstance(event, RunFinished | RunPaused):
             self._closed = True
         return event
 

@@ -158,6 +158,10 @@ class RunHandle:
         except asyncio.CancelledError:
             return self.run  # the record says CANCELLED; awaiting the handle still gives it
 
+    def pause(self) -> None:
+        """Pause the run: nodes in flight finish, no new node starts; ``run.resume()`` goes on."""
+        self.run.pause()
+
     def cancel(self) -> None:
         """Stop the run: nodes in flight are cancelled, finished outputs are kept."""
         self._task.cancel()

@@ -1,12 +1,12 @@
 """SQLite persistence (stdlib ``sqlite3``): finished batch rows, written as they finish.
 
 One file, WAL journal, one transaction per finished row, so a process killed mid-batch loses at
-most the rows that were in flight. Later issues add run checkpoints to the same file; the schema
-carries its version in ``nbflow_schema``.
+most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
+the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
-Schema (version 1)::
+Schema (version 1; the file may also hold run checkpoints, see ``nbflow/checkpoint.py``)::
 
-    nbflow_schema(version INTEGER)                     one row
+    nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '1' (shared with checkpoints)
     batches(batch_id TEXT PK, flow TEXT, created_at REAL, n_rows INTEGER, columns TEXT)
     batch_rows(batch_id TEXT, row_index INTEGER, run_id TEXT, status TEXT, finished_at REAL,
                data TEXT,  PK(batch_id, row_index))
@@ -26,7 +26,6 @@ import json
 import math
 import os
 import pickle
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -34,16 +33,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
+from .secret import Secret, looks_secret
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoredRow", "is_secret_name"]
+__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow", "is_secret_name"]
 
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS nbflow_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     batch_id   TEXT PRIMARY KEY,
     flow       TEXT NOT NULL,
@@ -65,19 +65,10 @@ CREATE TABLE IF NOT EXISTS batch_rows (
 _PICKLED = "__nbflow_pickle__"
 _REDACTED = "__nbflow_redacted__"
 
-# Column names that look like credentials are never written unless the caller opts in. Whole
-# words only: "max_tokens" or "author" are not secrets, "auth_token" and "openai_api_key" are.
-_SECRET_WORDS = frozenset({"token", "password", "passwd", "secret", "credential", "credentials", "apikey"})
-_SECRET_JOINED = ("apikey", "privatekey", "accesskey", "secretkey")
-
 
 def is_secret_name(name: str) -> bool:
     """True if a column name looks like it holds a credential (api_key, token, password, secret...)."""
-    words = [w.lower() for w in re.findall(r"[A-Za-z][a-z]*|[0-9]+", name)]
-    if any(w in _SECRET_WORDS for w in words):
-        return True
-    joined = "".join(words)
-    return any(j in joined for j in _SECRET_JOINED)
+    return looks_secret(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +82,7 @@ class StoredRow:
     data: dict[str, Any]
 
 
-class Store:
+class BatchStore:
     """An nbflow SQLite store at ``path`` (created if needed). Use as a context manager or ``close()``.
 
     The connection may be used from the thread that runs the batch (``check_same_thread=False``);
@@ -110,12 +101,12 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
-        row = self._db.execute("SELECT version FROM nbflow_schema").fetchone()
+        row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
         if row is None:
-            self._db.execute("INSERT INTO nbflow_schema(version) VALUES (?)", (SCHEMA_VERSION,))
-        elif row[0] != SCHEMA_VERSION:
+            self._db.execute("INSERT INTO nbflow_meta(key, value) VALUES ('batch_schema', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
-                f"store {self.path!r} has schema version {row[0]}, this nbflow reads version {SCHEMA_VERSION}; "
+                f"store {self.path!r} has batch schema version {row[0]}, this nbflow reads version {SCHEMA_VERSION}; "
                 f"use a matching nbflow version or a new store file"
             )
 
@@ -219,14 +210,14 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> BatchStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<nbflow Store {self.path!r}>"
+        return f"<nbflow BatchStore {self.path!r}>"
 
 
 class _Transaction:
@@ -276,5 +267,7 @@ def _decode(value: Any, unpickle: bool) -> Any:
 
 
 def _is_secret_value(value: Any) -> bool:
-    # pydantic's SecretStr/SecretBytes mark a value as a secret: never write it.
+    # nf.Secret, and pydantic's SecretStr/SecretBytes, mark a value as a secret: never write it.
+    if isinstance(value, Secret):
+        return True
     return type(value).__name__ in ("SecretStr", "SecretBytes") and type(value).__module__.startswith("pydantic")

@@ -41,7 +41,7 @@ def test_every_finished_row_is_written_and_resume_skips_them(tmp_path):
     batch_id = first.attrs["batch_id"]
     assert batch_id.startswith("store-")
 
-    with nf.Store(db) as store:
+    with nf.BatchStore(db) as store:
         saved = store.load(batch_id)
     assert saved.index.tolist() == list(range(6))
     assert saved.loc[3, "work"] == {"i": 3, "sq": 9, "pair": (3, 3)}  # a tuple inside: pickled, exact
@@ -91,12 +91,17 @@ def test_secret_looking_columns_are_not_stored_unless_asked(tmp_path):
     raw = sqlite3.connect(db).execute("SELECT data FROM batch_rows").fetchone()[0]
     assert "sk-SECRET-1" not in raw and "hunter2" not in raw
     assert '"max_tokens": 5' in raw
-    with nf.Store(db) as store:
+    with nf.BatchStore(db) as store:
         saved = store.load(df.attrs["batch_id"])
     assert saved.loc[0, "api_key"] == "<redacted: secret not stored>"
     # resuming takes the secret from the rows given now, never from the store
     again = flow.batch(rows, store=db, resume=True)
     assert again.loc[0, "api_key"] == "sk-SECRET-1"
+
+    marked = flow.batch([{"q": "b", "api_key": nf.Secret("sk-MARKED-2")}], store=db, store_secrets=True)
+    assert marked.loc[0, "call"] == "B"
+    raw = sqlite3.connect(db).execute("SELECT data FROM batch_rows WHERE run_id = ?", (marked.loc[0, "run_id"],))
+    assert "sk-MARKED-2" not in raw.fetchone()[0]  # an nf.Secret value is never written, even opted in
 
     db2 = tmp_path / "opt-in.db"
     flow.batch(rows, store=db2, store_secrets=True)
@@ -141,7 +146,7 @@ def test_a_process_killed_with_sigkill_loses_only_rows_in_flight_and_resume_fill
     proc.wait(timeout=20)
     assert proc.returncode == -signal.SIGKILL
 
-    with nf.Store(db) as store:
+    with nf.BatchStore(db) as store:
         saved = store.rows("b")
     assert sorted(saved) == list(range(7))
 
@@ -230,7 +235,7 @@ def test_a_stored_row_that_cannot_be_read_back_runs_again(tmp_path):
             "UPDATE batch_rows SET data = ? WHERE row_index = 1", ('{"work": {"__nbflow_pickle__": "bm9wZQ=="}}',)
         )
         con.commit()
-    with nf.Store(db) as store, pytest.raises(nf.StoreError, match="row 1: cannot decode"):
+    with nf.BatchStore(db) as store, pytest.raises(nf.StoreError, match="row 1: cannot decode"):
         store.rows(first.attrs["batch_id"])
     calls.clear()
     with pytest.warns(nf.NbflowWarning, match="1 finished rows of batch .* cannot be read back"):

@@ -1,4 +1,4 @@
-"""nbflow.Store: schema and version, exact round trips (JSON, pickle fallback), secrets, deletion."""
+"""nbflow.BatchStore: schema and version, exact round trips (JSON, pickle fallback), secrets, deletion."""
 
 from __future__ import annotations
 
@@ -19,25 +19,25 @@ class Answer(pydantic.BaseModel):
 
 def test_a_new_store_has_a_versioned_schema_in_wal_mode(tmp_path):
     db = tmp_path / "s.db"
-    nf.Store(db).close()
+    nf.BatchStore(db).close()
     with closing(sqlite3.connect(db)) as con:
-        assert con.execute("SELECT version FROM nbflow_schema").fetchall() == [(1,)]
+        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("1",)]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert {"nbflow_schema", "batches", "batch_rows"} <= tables
+        assert {"nbflow_meta", "batches", "batch_rows"} <= tables
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    nf.Store(db).close()  # reopening does not add a second version row
+    nf.BatchStore(db).close()  # reopening does not add a second version row
     with closing(sqlite3.connect(db)) as con:
-        assert con.execute("SELECT COUNT(*) FROM nbflow_schema").fetchone()[0] == 1
+        assert con.execute("SELECT COUNT(*) FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()[0] == 1
 
 
 def test_an_unknown_schema_version_is_refused(tmp_path):
     db = tmp_path / "s.db"
-    nf.Store(db).close()
+    nf.BatchStore(db).close()
     with closing(sqlite3.connect(db)) as con:
-        con.execute("UPDATE nbflow_schema SET version = 99")
+        con.execute("UPDATE nbflow_meta SET value = '99' WHERE key = 'batch_schema'")
         con.commit()
-    with pytest.raises(nf.StoreError, match="schema version 99"):
-        nf.Store(db)
+    with pytest.raises(nf.StoreError, match="batch schema version 99"):
+        nf.BatchStore(db)
 
 
 def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path):
@@ -54,7 +54,7 @@ def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path
         "intkeys": {1: "a"},
         "model": Answer(text="t", score=0.25),
     }
-    with nf.Store(tmp_path / "s.db") as store:
+    with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b", "flow", 1, list(values))
         store.write_row("b", 0, "r0", "succeeded", values)
         row = store.rows("b")[0]
@@ -69,28 +69,42 @@ def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path
 
 
 def test_pickled_values_are_left_alone_unless_unpickle(tmp_path):
-    with nf.Store(tmp_path / "s.db") as store:
+    with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b", "flow", 1, ["x"])
         store.write_row("b", 0, None, "succeeded", {"x": (1, 2)})
         assert store.rows("b", unpickle=False)[0].data == {"x": {"__nbflow_pickle__": "(not unpickled)"}}
 
 
 def test_secret_columns_and_secret_values_are_never_written(tmp_path):
-    with nf.Store(tmp_path / "s.db") as store:
-        store.begin_batch("b", "flow", 1, ["token", "out"])
-        store.write_row(
-            "b", 0, None, "succeeded", {"token": "abc", "out": pydantic.SecretStr("pw")}, secret_columns=["token"]
-        )
+    with nf.BatchStore(tmp_path / "s.db") as store:
+        store.begin_batch("b", "flow", 1, ["token", "out", "key"])
+        row = {"token": "abc", "out": pydantic.SecretStr("pw-1"), "key": nf.Secret("sk-2")}
+        store.write_row("b", 0, None, "succeeded", row, secret_columns=["token"])
         raw = store._db.execute("SELECT data FROM batch_rows").fetchone()[0]
-        assert "abc" not in raw and "pw" not in raw
-        assert store.rows("b")[0].data == {
-            "token": "<redacted: secret not stored>",
-            "out": "<redacted: secret not stored>",
-        }
+        assert "abc" not in raw and "pw-1" not in raw and "sk-2" not in raw
+        assert store.rows("b")[0].data == dict.fromkeys(row, "<redacted: secret not stored>")
+
+
+def test_batches_and_run_checkpoints_share_one_file(tmp_path):
+    db = tmp_path / "both.db"
+    flow = nf.Flow("both")
+
+    @flow.node
+    def double(x: int) -> int:
+        return 2 * x
+
+    run = flow.run(x=2, store=db)
+    df = flow.batch([{"x": 1}, {"x": 3}], store=db)
+    with nf.BatchStore(db) as store:
+        assert store.load(df.attrs["batch_id"])["double"].tolist() == [2, 6]
+    assert nf.load_run(db, run.run_id)["double"] == 4
+    with closing(sqlite3.connect(db)) as con:
+        keys = dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall())
+    assert keys == {"checkpoint_schema": "1", "batch_schema": "1"}
 
 
 def test_batches_listing_load_and_delete(tmp_path):
-    with nf.Store(tmp_path / "s.db") as store:
+    with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b1", "flow", 2, ["x"])
         store.write_row("b1", 1, None, "failed", {"x": 1})
         assert store.batches()[0]["batch_id"] == "b1"
@@ -103,7 +117,7 @@ def test_batches_listing_load_and_delete(tmp_path):
 
 
 def test_a_later_try_of_a_row_replaces_the_earlier_one(tmp_path):
-    with nf.Store(tmp_path / "s.db") as store:
+    with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b", "flow", 1, ["x"])
         store.write_row("b", 0, None, "failed", {"x": 1})
         store.write_row("b", 0, None, "succeeded", {"x": 2})

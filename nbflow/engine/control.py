@@ -6,6 +6,7 @@ control flow, so a plain flow pays nothing for it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -21,7 +22,8 @@ from ..errors import LoopLimitError, MapItemError, RoutingError, SubflowFailedEr
 from ..graph import GNode
 from ..run import ItemRecord, Iteration, NodeRecord, Run
 from .events import Event, NodeEvent
-from .states import NodeStatus
+from .pause import ACTIVE, AskContext, PauseSignal, Question, current
+from .states import NodeStatus, RunStatus
 
 __all__ = ["gather_kwargs", "guard_reason", "run_control", "taken_branches", "upstream_reason"]
 
@@ -103,11 +105,14 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
     """One call of the node's body: its function, or its sub-flow. Validates the output."""
     spec = g.spec
     if spec.flow is not None:
-        child = await _run_subflow(g, run, kwargs, label)
+        previous = rec.subrun if holder is None else holder.run
+        child = await _run_subflow(g, run, kwargs, label, previous)
         if holder is None:
             rec.subrun = child
         else:
             holder.run = child
+        if child.status is RunStatus.PAUSED:
+            raise PauseSignal(_question_in(child))
         if child.status.value != "succeeded":
             raise SubflowFailedError(f"{spec.name}{'.' + label if label else ''}", child)
         if spec.output is not None:
@@ -125,16 +130,21 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
     return out
 
 
-async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str) -> Run:
+async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str, previous: Run | None) -> Run:
     from .scheduler import execute, validate_inputs  # the scheduler imports this module
 
     flow = g.spec.flow
     graph = flow.graph
     plan = graph.plan(kwargs.keys())
-    validate_inputs(graph, plan, kwargs)
     path = g.spec.name + (f"[{label}]" if label else "")
+    if previous is not None and previous.status is RunStatus.PAUSED:
+        await execute(graph, plan, previous, previous.inputs, {}, flow.concurrency)  # resume it
+        return previous
+    validate_inputs(graph, plan, kwargs)
     child = Run(flow.name, f"{parent.run_id}/{path}", kwargs, plan.nodes)
     child.graph = graph
+    child._root = parent._root
+    child._path = f"{parent._path}{path}."
     if parent._subscribers:
         child.subscribe(partial(_forward, parent, path))
     await execute(graph, plan, child, kwargs, {}, flow.concurrency)
@@ -162,18 +172,33 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
     assert spec.map is not None
     over, mode = spec.map.over, spec.map.errors
     items = _items_of(g, kwargs[over])
-    records = rec.items = [ItemRecord(i) for i in range(len(items))]
-    results: list[Any] = [MISSING] * len(items)
+    resumed = rec.items is not None and len(rec.items) == len(items)  # a paused map going on
+    records: list[ItemRecord] = (
+        rec.items if resumed and rec.items is not None else [ItemRecord(i) for i in range(len(items))]
+    )
+    rec.items = records
+    results: list[Any] = [r.output for r in records]
+    context = current()
     limiter = anyio.CapacityLimiter(spec.map.concurrency or max(1, len(items)))
     first_failure: list[ItemRecord] = []
+    paused: list[PauseSignal] = []
 
     async def one(i: int, scope: anyio.CancelScope) -> None:
         ir = records[i]
+        if ir.status is NodeStatus.SUCCEEDED:
+            return  # finished before the map paused: kept, not run again
         async with limiter:
             ir.status = NodeStatus.RUNNING
             ir.started_at = time.time()
+            task = asyncio.current_task()
+            if context is not None:
+                ACTIVE[task] = AskContext(context.root, f"{context.path}[{i}]", rec)
             try:
                 results[i] = await call({**kwargs, over: items[i]}, str(i), ir)
+            except PauseSignal as signal:
+                ir.status, ir.finished_at = NodeStatus.PAUSED, time.time()
+                paused.append(signal)
+                return
             except Exception as exc:
                 from .node import format_user_traceback
 
@@ -187,6 +212,8 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
                 ir.status = NodeStatus.CANCELLED
                 ir.finished_at = time.time()
                 raise
+            finally:
+                ACTIVE.pop(task, None)
             ir.finished_at = time.time()
             ir.status, ir.output = NodeStatus.SUCCEEDED, results[i]
 
@@ -202,6 +229,8 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
         failed = first_failure[0]
         assert failed.error is not None
         raise MapItemError(spec.name, failed.index, len(items), failed.error) from failed.error
+    if paused:
+        raise paused[0]  # the node pauses; its finished items are kept for the resume
     out: list[Any] = []
     for ir in records:
         if ir.status is NodeStatus.SUCCEEDED:
@@ -215,16 +244,28 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
 async def _run_loop(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call) -> Any:
     loop = g.spec.loop
     assert loop is not None
-    iterations = rec.iterations = []
-    value = kwargs[loop.feed]
-    for i in range(loop.max_iterations):
+    # A paused loop goes on after its last finished iteration.
+    iterations = [it for it in rec.iterations or [] if it.error is None and it.output is not MISSING]
+    rec.iterations = iterations
+    value = iterations[-1].output if iterations else kwargs[loop.feed]
+    if iterations and loop.until is not None and loop.until(value):
+        return value
+    task = asyncio.current_task()
+    outer = ACTIVE.get(task)
+    context = current()
+    for i in range(len(iterations), loop.max_iterations):
         it = Iteration(i, time.time())
         iterations.append(it)
+        if context is not None:
+            ACTIVE[task] = AskContext(context.root, f"{context.path}@{i}", rec)
         try:
             value = await call({**kwargs, loop.feed: value}, f"iter{i}", it)
         except Exception as exc:
             it.error, it.finished_at = exc, time.time()
             raise
+        finally:
+            if outer is not None:
+                ACTIVE[task] = outer
         it.output, it.finished_at = value, time.time()
         if loop.until is not None and loop.until(value):
             return value
@@ -233,3 +274,9 @@ async def _run_loop(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Cal
         if loop.on_max == "fail":
             raise LoopLimitError(g.spec.name, loop.max_iterations, value)
     return value
+
+
+def _question_in(child: Run) -> Question:
+    """The question that paused a sub-flow run (its questions live on the top-level run)."""
+    mine = [q for k, q in child._root.pending.items() if k.startswith(child._path)]
+    return mine[-1] if mine else Question(key=f"{child._path}#pause", node=child._path, prompt="(paused)")

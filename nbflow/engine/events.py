@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .pause import Question
 from .states import RunStatus
 
 __all__ = [
@@ -14,10 +15,12 @@ __all__ = [
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",
+    "NodePaused",
     "NodeSkipped",
     "NodeStarted",
     "NodeSucceeded",
     "RunFinished",
+    "RunPaused",
     "RunStarted",
 ]
 
@@ -76,3 +79,18 @@ class NodeSkipped(NodeEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeCancelled(NodeEvent):
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePaused(NodeEvent):
+    """The node asked a question (``nf.ask``) and waits for an answer."""
+
+    question: Question
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPaused(Event):
+    """Nothing else can progress until someone answers (or the run was paused from outside)."""
+
+    questions: tuple[Question, ...]
+    version: int

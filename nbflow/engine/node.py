@@ -19,7 +19,8 @@ import anyio.to_thread
 from ..graph import GNode
 from ..run import Attempt, NodeRecord, Run
 from .control import run_control
-from .events import NodeFailed, NodeStarted, NodeSucceeded
+from .events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
+from .pause import PauseSignal
 from .states import NodeStatus
 
 __all__ = ["call_node", "format_user_traceback"]
@@ -45,7 +46,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
     if run._subscribers:
         run._emit(NodeStarted(run_id=run.run_id, time=started, node=name, attempt=1))
     t0 = time.perf_counter()
-    attempt = Attempt(1, started)
+    attempt = Attempt(len(rec.attempts) + 1, started)
     rec.attempts.append(attempt)
     try:
         for param, check in g.checks:
@@ -69,6 +70,12 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         rec._to(NodeStatus.FAILED)
         if run._subscribers:
             run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=exc, duration=duration))
+        return
+    except PauseSignal as signal:
+        rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
+        rec._to(NodeStatus.PAUSED)
+        if run._subscribers:
+            run._emit(NodePaused(run_id=run.run_id, time=rec.finished_at, node=name, question=signal.question))
         return
     except BaseException:
         rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)

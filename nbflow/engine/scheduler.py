@@ -23,8 +23,9 @@ import anyio
 from ..graph import Graph, Plan
 from ..run import NodeRecord, Run
 from .control import gather_kwargs, guard_reason, upstream_reason
-from .events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunStarted
+from .events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunPaused, RunStarted
 from .node import call_node
+from .pause import ACTIVE, WorkerContext
 from .states import NodeStatus, RunStatus
 
 __all__ = ["execute", "validate_inputs"]
@@ -63,10 +64,8 @@ class _Scheduler:
         self.cap = concurrency if concurrency else 1 << 30
         planned = set(plan.nodes)
         self.planned = planned
-        self.waiting = {
-            n: sum(1 for u in graph.nodes[n].upstream if u in planned) for n in plan.nodes if n not in plan.overridden
-        }
-        self.remaining = len(plan.nodes)
+        self.order = plan.nodes
+        self.waiting = {n: sum(1 for u in graph.nodes[n].upstream if u in planned) for n in plan.nodes}
         self.ready: deque[str] = deque()
         self.in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
@@ -76,13 +75,13 @@ class _Scheduler:
 
     # --- bookkeeping -------------------------------------------------------------------------
     def start(self) -> str | None:
-        """Queue the ready nodes; return the first one, for the caller's own task to run inline."""
-        for name, count in self.waiting.items():
-            if count == 0:
-                self.ready.append(name)
+        """Find what can run. Records already final (overrides, or a resumed run's finished nodes) count as done.
+
+        Returns the first ready node, for the run's own task to work on inline (see ``execute``).
+        """
         for name in self.overrides:
-            if name not in self.planned:
-                continue  # overridden but not needed by the targets
+            if name not in self.planned or self.records[name].status.finished:
+                continue  # not needed by the targets, or already recorded (a resumed run)
             rec = self.records[name]
             rec._to(NodeStatus.SUCCEEDED)
             rec.output = self.overrides[name]
@@ -94,22 +93,37 @@ class _Scheduler:
                         run_id=self.run.run_id, time=rec.finished_at, node=name, duration=0.0, overridden=True
                     )
                 )
-            self.resolved(name)
+        nodes = self.graph.nodes
+        for name in self.order:  # topological: every upstream is decided before its node
+            if not self.records[name].status.finished:
+                if self.waiting[name]:
+                    continue
+                reason = self.skip_reason(name)
+                if reason is None:
+                    self.ready.append(name)  # PENDING, or PAUSED in a run being resumed
+                    continue
+                self.skip(name, reason)
+            for d in nodes[name].downstream:
+                if d in self.waiting:
+                    self.waiting[d] -= 1
         first = None
-        if self.ready and self.in_flight < self.cap:
+        if self.ready and self.in_flight < self.cap and not self.run._pause_requested:
             first = self.ready.popleft()
             self.in_flight += 1
         self.pump()
-        if self.remaining == 0:
-            self.finished.set()
+        self.check_finished()
         return first
+
+    def check_finished(self) -> None:
+        """The run is over when no worker is busy and nothing can start (done, or blocked by pauses)."""
+        if self.in_flight == 0 and (not self.ready or self.run._pause_requested):
+            self.finished.set()
 
     def resolved(self, name: str) -> None:
         """``name`` reached a final state: release its dependents (iteratively: chains can be long)."""
         todo = [name]
         while todo:
             n = todo.pop()
-            self.remaining -= 1
             for d in self.graph.nodes[n].downstream:
                 if d not in self.waiting:
                     continue
@@ -141,6 +155,8 @@ class _Scheduler:
             self.run._emit(NodeSkipped(run_id=self.run.run_id, time=time.time(), node=name, reason=reason))
 
     def pump(self) -> None:
+        if self.run._pause_requested:
+            return  # paused from outside: nodes in flight finish, no new one starts
         while self.ready and self.in_flight < self.cap:
             self.in_flight += 1
             self.tasks.add(self.loop.create_task(self.worker(self.ready.popleft())))
@@ -153,9 +169,15 @@ class _Scheduler:
         inputs = self.inputs
         run = self.run
         budget = _INLINE_BUDGET
+        task = asyncio.current_task()
+        # The run's own task can be a worker while it is itself a worker of an outer run (a
+        # sub-flow node): keep the outer entry and put it back at the end.
+        outer = ACTIVE.get(task)
+        where = ACTIVE[task] = WorkerContext(run)  # for nf.ask(): which node this task runs
         try:
             while name is not None:
                 g = nodes[name]
+                where.node = records[name]
                 kwargs: dict[str, Any] = {}
                 if g.simple:
                     for dep in g.deps:
@@ -170,8 +192,9 @@ class _Scheduler:
                 except BaseException:
                     self.cancel_node(records[name], "run cancelled while the node was running")
                     raise
-                self.resolved(name)
-                name = self.ready.popleft() if self.ready else None
+                if records[name].status is not NodeStatus.PAUSED:  # a paused node blocks its dependents
+                    self.resolved(name)
+                name = self.ready.popleft() if self.ready and not run._pause_requested else None
                 self.pump()
                 budget -= 1
                 if not budget and name is not None:
@@ -185,9 +208,12 @@ class _Scheduler:
             raise
         finally:
             self.in_flight -= 1
-            self.tasks.discard(asyncio.current_task())  # type: ignore[arg-type,unused-ignore]
-            if self.remaining == 0 and self.in_flight == 0:
-                self.finished.set()
+            if outer is None:
+                ACTIVE.pop(task, None)
+            else:
+                ACTIVE[task] = outer
+            self.tasks.discard(task)  # type: ignore[arg-type,unused-ignore]
+            self.check_finished()
 
     def cancel_node(self, rec: NodeRecord, reason: str) -> None:
         if rec.status.finished:
@@ -227,9 +253,10 @@ async def execute(
     propagates.
     """
     sched = _Scheduler(graph, plan, run, inputs, overrides, concurrency)
-    run._to(RunStatus.RUNNING)
-    run.started_at = time.time()
-    t0 = time.perf_counter()
+    if run.status is not RunStatus.RUNNING:  # a resume claims RUNNING before it gets here
+        run._to(RunStatus.RUNNING)
+    run.started_at = run.started_at or time.time()
+    t0 = time.perf_counter() - (time.time() - run.started_at)
     if run._subscribers:
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
     try:
@@ -245,10 +272,29 @@ async def execute(
         await sched.cancel_all()
         _finish(run, RunStatus.CANCELLED, t0)
         raise
+    run._pause_requested = False
+    if any(not r.status.finished for r in run.nodes.values()):  # blocked by a question, or paused
+        _pause(run, t0)
+        return run
     # Skipped is a normal outcome (a branch not taken); only a failed node fails the run.
     failed = any(r.status is NodeStatus.FAILED for r in run.nodes.values())
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
+
+
+def _pause(run: Run, t0: float) -> None:
+    run.finished_at = (run.started_at or time.time()) + (time.perf_counter() - t0)
+    run._to(RunStatus.PAUSED)
+    run.pause_version += 1
+    if run._subscribers:
+        run._emit(
+            RunPaused(
+                run_id=run.run_id,
+                time=run.finished_at,
+                questions=tuple(run.pending.values()) if run._root is run else (),
+                version=run.pause_version,
+            )
+        )
 
 
 def _finish(run: Run, status: RunStatus, t0: float) -> None:

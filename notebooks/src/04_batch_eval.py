@@ -145,5 +145,5 @@ db = Path(tempfile.mkdtemp()) / "runs.db"
 first = flow.batch(cases, grid={"prompt": list(PROMPTS)}, outputs=["completion", "exact"], store=db, progress=False)
 again = flow.batch(cases, grid={"prompt": list(PROMPTS)}, outputs=["completion", "exact"], store=db, resume=True, progress=False)
 print("same results:", again.drop(columns="latency").equals(first.drop(columns="latency")))
-with nf.Store(db) as store:
+with nf.BatchStore(db) as store:
     print([(b["flow"], b["n_rows"], b["finished"]) for b in store.batches()])

@@ -1,0 +1,120 @@
+"""Resuming a paused run: claim it (exactly once), record the answer, run what is left."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ._missing import MISSING
+from .engine.states import RunStatus
+from .errors import ResumeConflictError, RunnerError
+from .hitl import validate_answer
+from .secret import REDACTED
+
+if TYPE_CHECKING:
+    from .dsl import Flow
+    from .run import Run
+
+__all__ = ["claim", "continue_run", "register_flow"]
+
+# Flows by name, so a run loaded from a store after a kernel restart finds its flow again once the
+# cell defining it has run. The newest flow of a name wins.
+_FLOWS: weakref.WeakValueDictionary[str, Flow] = weakref.WeakValueDictionary()
+
+
+def register_flow(flow: Flow) -> None:
+    _FLOWS[flow.name] = flow
+
+
+def flow_of(run: Run) -> Flow:
+    flow = run._flow if run._flow is not None else _FLOWS.get(run.flow)
+    if flow is None:
+        raise RunnerError(
+            f"run {run.run_id} belongs to flow {run.flow!r}, which is not defined in this process; "
+            f"run the cell that defines it (nf.Flow({run.flow!r}) and its nodes), then resume"
+        )
+    return flow
+
+
+def claim(run: Run, answer: Any, question: str | None, version: int | None) -> None:
+    """Check and record the answer and move the run to RUNNING, atomically: one resume wins.
+
+    Raises ResumeConflictError or AnswerError without changing anything.
+    """
+    if run._root is not run:
+        raise ResumeConflictError(f"run {run.run_id} is part of a larger run; resume {run._root.run_id} instead")
+    _check_resumable(run)  # fail before anything changes
+    with run._resume_lock:
+        if run.status is not RunStatus.PAUSED:
+            raise ResumeConflictError(
+                f"run {run.run_id} is {run.status.name}, not PAUSED: there is nothing to resume "
+                f"(was it resumed already?)"
+            )
+        if version is not None and version != run.pause_version:
+            raise ResumeConflictError(
+                f"run {run.run_id}: pause version {version} was already resumed; the run is now at "
+                f"version {run.pause_version}"
+            )
+        key = _pick(run, answer, question)
+        value = validate_answer(run.pending[key], answer) if key is not None else MISSING
+        if run.store is not None:
+            run.store.claim(run, key, value)  # the durable guard across processes (raises on conflict)
+        if key is not None:
+            run.answers[key] = value
+            del run.pending[key]
+        run._to(RunStatus.RUNNING)
+
+
+def _pick(run: Run, answer: Any, question: str | None) -> str | None:
+    if question is not None:
+        if question in run.answers:
+            raise ResumeConflictError(f"run {run.run_id}: question {question!r} was already answered")
+        if question not in run.pending:
+            raise ResumeConflictError(
+                f"run {run.run_id} has no open question {question!r}; open: {', '.join(run.pending) or 'none'}"
+            )
+        return question
+    if answer is MISSING:
+        return None  # continue a run paused from outside (or re-ask the open questions)
+    if len(run.pending) != 1:
+        keys = ", ".join(repr(k) for k in run.pending) or "none"
+        raise ResumeConflictError(
+            f"run {run.run_id} has {len(run.pending)} open questions ({keys}); say which one this "
+            f"answers with question=..."
+            if run.pending
+            else f"run {run.run_id} has no open question to answer; call resume() without an answer"
+        )
+    return next(iter(run.pending))
+
+
+def _check_resumable(run: Run) -> Any:
+    """Everything that can stop a resume, checked before anything changes; returns the plan."""
+    flow = flow_of(run)
+    graph = flow.graph
+    missing = [n for n in run.nodes if n not in graph.nodes]
+    if missing:
+        raise RunnerError(
+            f"run {run.run_id} has nodes the flow {flow.name!r} no longer has: {', '.join(missing)}; "
+            f"restore them to resume"
+        )
+    secret = [k for k, v in run.inputs.items() if v is REDACTED]
+    if secret:
+        raise RunnerError(
+            f"run {run.run_id}: input{'s' if len(secret) > 1 else ''} {', '.join(repr(k) for k in secret)} "
+            f"{'were' if len(secret) > 1 else 'was'} secret and never stored; pass "
+            f"{'them' if len(secret) > 1 else 'it'} again: nf.load_run(store, run_id, secrets={{...}})"
+        )
+    return graph.plan(run.inputs, run.targets)
+
+
+async def continue_run(run: Run) -> Run:
+    """Run what is left of a claimed run on this loop: finished nodes are not run again."""
+    flow = flow_of(run)
+    graph = flow.graph
+    plan = graph.plan(run.inputs, run.targets)
+    if list(run.nodes) != list(plan.nodes):  # loaded from a store: same records, in plan order
+        from .run import NodeRecord
+
+        run.nodes = {n: run.nodes.get(n) or NodeRecord(n) for n in plan.nodes}
+    run.graph = graph
+    return await flow._execute(graph, plan, run, run.inputs, {}, None)
