@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+import time
 
 import pandas as pd
 import pydantic
@@ -320,9 +321,14 @@ def test_interrupting_a_blocking_batch_inside_a_loop_keeps_finished_rows():
     started: list[int] = []
     flow = slow_flow(block={3, 4, 5, 6}, started=started)
 
+    def interrupt_once_rows_3_to_6_run() -> None:
+        # rows 4-6 start only when rows 0-2 are completely done (4 workers)
+        while not {3, 4, 5, 6} <= set(started):
+            time.sleep(0.01)
+        _thread.interrupt_main()
+
     async def cell():
-        timer = threading.Timer(0.5, _thread.interrupt_main)
-        timer.start()
+        threading.Thread(target=interrupt_once_rows_3_to_6_run, daemon=True).start()
         with pytest.raises(nf.BatchInterrupted) as info:
             flow.batch([{"i": i} for i in range(10)], concurrency=4)
         return info.value.frame
@@ -388,14 +394,15 @@ def test_circuit_breaker_counts_only_consecutive_failures():
 
 def test_row_timeout_fails_the_row_and_batch_timeout_returns_the_partial_frame():
     flow = slow_flow(block={1})
-    df = flow.batch([{"i": i} for i in range(3)], row_timeout=0.05)
+    # deadlines far above what the quick rows need (even on a loaded machine), far below 600 s
+    df = flow.batch([{"i": i} for i in range(3)], row_timeout=1.0)
     assert df["status"].tolist() == ["succeeded", "failed", "succeeded"]
     assert df.loc[1, "error_type"] == "TimeoutError"
     assert df.loc[1, "error_node"] == "work"
-    assert "row_timeout=0.05" in df.loc[1, "error_message"]
+    assert "row_timeout=1.0" in df.loc[1, "error_message"]
 
     with pytest.warns(nf.NbflowWarning, match="timeout"):
-        df = flow.batch([{"i": i} for i in range(4)], concurrency=1, timeout=0.2)
+        df = flow.batch([{"i": i} for i in range(4)], concurrency=1, timeout=1.0)
     assert df["status"].tolist() == ["succeeded", "cancelled", "pending", "pending"]
     assert df.attrs["stopped"].startswith("timeout")
 
