@@ -56,3 +56,32 @@ def test_cancelling_a_run_whose_own_task_is_running_a_node_keeps_finished_output
     assert run.status is nf.RunStatus.CANCELLED
     assert run["first"] == 1
     assert run.nodes["second"].status is nf.NodeStatus.CANCELLED
+
+
+def test_a_finished_run_is_freed_by_refcount_not_left_to_the_cyclic_gc():
+    """A batch makes thousands of runs: a Run that is a reference cycle costs time and memory."""
+    import asyncio
+    import gc
+    import weakref
+
+    flow = nf.Flow("free")
+
+    @flow.node
+    async def a(x: int) -> int:
+        return x
+
+    @flow.node
+    async def b(a: int) -> int:
+        return a
+
+    async def main() -> weakref.ref[nf.Run]:
+        run = await flow.arun(x=1)
+        flow.last_run = None
+        return weakref.ref(run)
+
+    gc.disable()
+    try:
+        ref = asyncio.run(main())
+        assert ref() is None
+    finally:
+        gc.enable()
