@@ -5,6 +5,10 @@ from ._missing import Missing as Missing
 from .checkpoint import CheckpointStore as CheckpointStore
 from .checkpoint import StoredError as StoredError
 from .checkpoint import load_run as load_run
+from .clock import SYSTEM_CLOCK as SYSTEM_CLOCK
+from .clock import Clock as Clock
+from .clock import FakeClock as FakeClock
+from .clock import SystemClock as SystemClock
 from .control import FirstOf as FirstOf
 from .control import ItemFailed as ItemFailed
 from .control import Loop as Loop
@@ -17,6 +21,7 @@ from .engine.events import NodeCancelled as NodeCancelled
 from .engine.events import NodeEvent as NodeEvent
 from .engine.events import NodeFailed as NodeFailed
 from .engine.events import NodePaused as NodePaused
+from .engine.events import NodeRetrying as NodeRetrying
 from .engine.events import NodeSkipped as NodeSkipped
 from .engine.events import NodeStarted as NodeStarted
 from .engine.events import NodeSucceeded as NodeSucceeded
@@ -39,6 +44,7 @@ from .errors import MissingInputError as MissingInputError
 from .errors import NbflowError as NbflowError
 from .errors import NbflowWarning as NbflowWarning
 from .errors import NodeOutputError as NodeOutputError
+from .errors import NodeTimeoutError as NodeTimeoutError
 from .errors import ResumeConflictError as ResumeConflictError
 from .errors import RoutingError as RoutingError
 from .errors import RunFailedError as RunFailedError
@@ -51,6 +57,12 @@ from .errors import TypeValidationError as TypeValidationError
 from .errors import UnknownInputError as UnknownInputError
 from .errors import UnknownNodeError as UnknownNodeError
 from .hitl import ask as ask
+from .limits import Limit as Limit
+from .policies import Default as Default
+from .policies import ErrorInfo as ErrorInfo
+from .policies import Failed as Failed
+from .policies import Retry as Retry
+from .policies import is_transient as is_transient
 from .progress import BatchProgress as BatchProgress
 from .run import Attempt as Attempt
 from .run import ItemRecord as ItemRecord
@@ -68,6 +80,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MISSING",
     "REDACTED",
+    "SYSTEM_CLOCK",
     "AnswerError",
     "Attempt",
     "BatchError",
@@ -75,8 +88,13 @@ __all__ = [
     "BatchProgress",
     "BatchStore",
     "CheckpointStore",
+    "Clock",
     "CycleError",
+    "Default",
+    "ErrorInfo",
     "Event",
+    "Failed",
+    "FakeClock",
     "FirstOf",
     "Flow",
     "FlowDefinitionError",
@@ -84,6 +102,7 @@ __all__ = [
     "ItemFailed",
     "ItemRecord",
     "Iteration",
+    "Limit",
     "Loop",
     "LoopLimitError",
     "Map",
@@ -99,12 +118,15 @@ __all__ = [
     "NodeOutputError",
     "NodePaused",
     "NodeRecord",
+    "NodeRetrying",
     "NodeSkipped",
     "NodeStarted",
     "NodeStatus",
     "NodeSucceeded",
+    "NodeTimeoutError",
     "Question",
     "ResumeConflictError",
+    "Retry",
     "RoutingError",
     "Run",
     "RunFailedError",
@@ -120,11 +142,13 @@ __all__ = [
     "StoreError",
     "StoredError",
     "SubflowFailedError",
+    "SystemClock",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
     "ask",
     "first_of",
+    "is_transient",
     "load_run",
     "optional",
     "summarize",

@@ -8,13 +8,18 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from . import _options
 from . import batch as _batch
 from ._missing import MISSING
+from .clock import SYSTEM_CLOCK, Clock
 from .control import Loop, Map, Router
 from .engine import scheduler
+from .engine.policy import FlowPolicies, build_policies
 from .engine.states import RunStatus
 from .errors import FlowDefinitionError, RunnerError, UnknownNodeError
 from .graph import Graph, InputInfo, Plan, compile_graph
+from .limits import Limit
+from .policies import OnError, Retry
 from .resume import register_flow
 from .run import Run, Subscriber
 from .runner import RunHandle, in_kernel, kernel_ticker, run_blocking
@@ -29,11 +34,23 @@ class Flow:
     """A named set of nodes wired by parameter names.
 
     ``validate`` turns pydantic checking of inputs and outputs against type hints on or off;
-    ``concurrency`` caps how many nodes run at once (default: no cap).
+    ``concurrency`` caps how many nodes run at once (default: no cap). ``retry`` is the default
+    retry policy of every node (``nf.Retry(...)`` or a number of attempts; a node's own ``retry=``
+    wins); ``limits`` names shared limits (``{"llm": nf.Limit(max_concurrency=4)}``) that nodes
+    take with ``uses=``; ``clock`` is what retry delays sleep on (``nf.FakeClock()`` in tests).
+    See docs/resilience.md.
     """
 
     def __init__(
-        self, name: str = "flow", *, validate: bool = True, concurrency: int | None = None, store: Any = None
+        self,
+        name: str = "flow",
+        *,
+        validate: bool = True,
+        concurrency: int | None = None,
+        retry: Retry | int | None = None,
+        limits: Mapping[str, Limit] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        store: Any = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
@@ -43,13 +60,48 @@ class Flow:
         self.concurrency = concurrency
         self.store = store
         """Default checkpoint store (a SQLite path) for this flow's runs; ``store=`` per call overrides."""
+        self._retry = _options.flow_retry(name, retry)
+        self._limits = _options.flow_limits(name, limits)
+        self._clock = _options.flow_clock(name, clock)
         self._specs: dict[str, NodeSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
         self._version = 0
+        self._policies: FlowPolicies | None = None
         register_flow(self)
         self.last_run: Run | None = None
         self.last_batch: Any = None  # the DataFrame of the latest batch (also a partial one after a stop)
+
+    # --- flow-wide policies (changing one recompiles the flow) -----------------------------------
+    @property
+    def retry(self) -> Retry | None:
+        """The default retry policy of nodes that set none (None: no retries)."""
+        return self._retry
+
+    @retry.setter
+    def retry(self, value: Retry | int | None) -> None:
+        self._retry = _options.flow_retry(self.name, value)
+        self._graph = None
+
+    @property
+    def limits(self) -> Mapping[str, Limit]:
+        """The named shared limits nodes can take with ``uses=`` (read-only; set a new dict to change)."""
+        return MappingProxyType(self._limits)
+
+    @limits.setter
+    def limits(self, value: Mapping[str, Limit] | None) -> None:
+        self._limits = _options.flow_limits(self.name, value)
+        self._graph = None
+
+    @property
+    def clock(self) -> Clock:
+        """The clock retry delays sleep on."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, value: Clock) -> None:
+        self._clock = _options.flow_clock(self.name, value)
+        self._graph = None
 
     # --- declaring -----------------------------------------------------------------------------
     @overload
@@ -66,6 +118,11 @@ class Flow:
         branch: str | None = None,
         map: Map | None = None,
         loop: Loop | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -80,6 +137,11 @@ class Flow:
         map: Map | None = None,
         loop: Loop | None = None,
         router: Router | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -89,10 +151,27 @@ class Flow:
         functions run in a worker thread unless ``thread=False``. ``branch="router.name"`` runs the
         node only when that router takes that branch. Declaring a node whose name exists replaces
         it (re-running a notebook cell does exactly that).
+
+        Resilience (docs/resilience.md): ``retry=nf.Retry(...)`` (or a number of attempts; False:
+        none, even if the flow has a default); ``timeout=`` seconds per attempt; ``on_error=``
+        ``"fail"``, ``"continue"`` or ``nf.Default(value)``; ``on_failure_of="node"`` makes this
+        node that node's failure handler (the parameter named after it receives an
+        ``nf.ErrorInfo``); ``uses="llm"`` (or a list) takes the flow's named limits per attempt.
         """
 
         register = self._register(
-            name=name, inputs=inputs, thread=thread, branch=branch, map=map, loop=loop, router=router
+            name=name,
+            inputs=inputs,
+            thread=thread,
+            branch=branch,
+            map=map,
+            loop=loop,
+            router=router,
+            retry=retry,
+            timeout=timeout,
+            on_error=on_error,
+            on_failure_of=on_failure_of,
+            uses=uses,
         )
         return register(func) if func is not None else register
 
@@ -156,6 +235,11 @@ class Flow:
         loop: Loop | None = None,
         router: Router | None = None,
         output: str | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -173,6 +257,17 @@ class Flow:
             spec = make_spec(
                 func, name=name, inputs=inputs, thread=thread, router=router, branch=branch, map=map, loop=loop
             )
+        options = _options.node_options(
+            spec,
+            retry=retry,
+            timeout=timeout,
+            on_error=on_error,
+            on_failure_of=on_failure_of,
+            uses=uses,
+            limits=self._limits,
+        )
+        if options:
+            spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
         self._changed()
@@ -203,9 +298,17 @@ class Flow:
         """The validated graph (compiled once per change); raises CycleError etc."""
         stamp = self._stamp()
         if self._graph is None or self._graph_stamp != stamp:
-            self._graph = compile_graph(self.name, self._specs, validate=self.validate)
+            graph = compile_graph(self.name, self._specs, validate=self.validate)
+            self._policies = build_policies(graph, self._retry, self._limits, self._clock)
+            self._graph = graph
             self._graph_stamp = stamp
         return self._graph
+
+    def _resolved_policies(self) -> FlowPolicies:
+        """Every node's resolved policy (retry, timeout, on_error, limits) and the failure handlers."""
+        self.graph  # noqa: B018  (compiles, and resolves the policies with it)
+        assert self._policies is not None
+        return self._policies
 
     @property
     def inputs(self) -> Mapping[str, InputInfo]:
@@ -258,13 +361,15 @@ class Flow:
         inputs: dict[str, Any],
         overrides: dict[str, Any],
         concurrency: int | None,
+        timeout: float | None = None,
         tick: bool = True,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
+        policies = self._resolved_policies()
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
         try:
-            await scheduler.execute(graph, plan, run, inputs, overrides, cap)
+            await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -289,6 +394,7 @@ class Flow:
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
         store: Any = None,
+        timeout: float | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -297,10 +403,15 @@ class Flow:
         clash with the options). ``targets`` runs only what those nodes need; ``overrides`` injects
         node outputs without running them. Node failures are recorded, not raised: check
         ``run.status`` or call ``run.raise_for_status()``.
+
+        ``timeout`` is the run's deadline in seconds: past it, the nodes still going are cancelled
+        and the run is returned CANCELLED with ``run.reason`` saying so (finished outputs kept).
+        Cancelling the caller still raises ``CancelledError``.
         """
         _check_concurrency(concurrency)
+        self._check_deadline(timeout, inputs, "arun")
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
-        return await self._execute(graph, plan, run, merged, overrides, concurrency)
+        return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
     def run(
         self,
@@ -312,17 +423,19 @@ class Flow:
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
         store: Any = None,
+        timeout: float | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
 
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
-        every finished output.
+        every finished output. ``timeout`` is the run's deadline, as in ``arun``.
         """
         _check_concurrency(concurrency)
+        self._check_deadline(timeout, inputs, "run")
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
-        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency), run)
+        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
 
     def start(
         self,
@@ -334,11 +447,13 @@ class Flow:
         concurrency: int | None = None,
         on_event: Subscriber | None = None,
         store: Any = None,
+        timeout: float | None = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
 
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
+        ``timeout`` is the run's deadline, as in ``arun``.
         """
 
         try:
@@ -350,8 +465,20 @@ class Flow:
                 f"block, or call start() from async code"
             ) from None
         _check_concurrency(concurrency)
+        self._check_deadline(timeout, inputs, "start")
         graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
-        return RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency))
+        return RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
+
+    def _check_deadline(self, timeout: float | None, inputs: Mapping[str, Any] | None, how: str) -> None:
+        where = f"flow {self.name!r}: {how}(timeout=...)"
+        _options.check_timeout(timeout, where)
+        if timeout is not None and "timeout" in self.inputs and "timeout" not in (inputs or {}):
+            # An HTTP node's own ``timeout`` parameter must not silently become the run's deadline.
+            raise FlowDefinitionError(
+                f"{where} is the run's deadline, but this flow also has an input named 'timeout' "
+                f"(taken by {', '.join(repr(n) for n in self.inputs['timeout'].consumers)}); pass that input "
+                f"in the dict, {how}({{'timeout': ...}}), and add timeout=... only for a deadline"
+            )
 
     # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/batch.py.
     batch = _batch.batch

@@ -10,6 +10,7 @@ The tree::
     │   ├── MissingInputError              .missing: input name -> nodes that need it
     │   └── UnknownInputError              .names: inputs passed that no node takes
     ├── TypeValidationError (TypeError)    a value does not fit a type hint; names node and parameter
+    ├── NodeTimeoutError (TimeoutError)    a node attempt ran over its timeout=; .node, .timeout, .attempt
     ├── NodeOutputError (LookupError)      asked for the output of a node that produced none
     ├── RunFailedError (RuntimeError)      raise_for_status() on a run that did not succeed
     ├── RoutingError (ValueError)          a router chose a branch that does not exist
@@ -56,6 +57,7 @@ __all__ = [
     "NbflowError",
     "NbflowWarning",
     "NodeOutputError",
+    "NodeTimeoutError",
     "ResumeConflictError",
     "RoutingError",
     "RunFailedError",
@@ -175,6 +177,26 @@ class TypeValidationError(NbflowError, TypeError):
             f"{where} {shown} ({type(value).__name__}), expected {expected}{extra}; "
             f"{fix} (or turn validation off with Flow(..., validate=False))"
         )
+
+
+class NodeTimeoutError(NbflowError, TimeoutError):
+    """A node attempt ran longer than its ``timeout=`` and was cancelled.
+
+    ``node`` is the node, ``timeout`` the limit in seconds, ``attempt`` the attempt number (1-based).
+    It is a ``TimeoutError``, so the default retry policy retries it.
+    """
+
+    def __init__(self, node: str, timeout: float, attempt: int = 1) -> None:
+        self.node = node
+        self.timeout = timeout
+        self.attempt = attempt
+        super().__init__(
+            f"node {node!r} timed out: attempt {attempt} ran longer than its timeout={timeout:g}s and was "
+            f"cancelled; raise the node's timeout=, make it faster, or retry it with retry=nf.Retry(...)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (e.g. into a run store) with its fields
+        return (type(self), (self.node, self.timeout, self.attempt))
 
 
 class NodeOutputError(NbflowError, LookupError):

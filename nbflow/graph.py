@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import inspect
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._missing import MISSING
@@ -45,6 +45,8 @@ class GNode:
     """Every upstream must succeed and feeds one parameter directly: the engine's fast path."""
     branches: tuple[str, ...] = ()
     """For a router: the branch names it may choose."""
+    plain: bool = True
+    """No control flow (router, map, loop, sub-flow): called directly."""
 
     @property
     def name(self) -> str:
@@ -82,6 +84,7 @@ class Graph:
     name: str
     nodes: Mapping[str, GNode]
     inputs: Mapping[str, InputInfo]
+    _plans: dict[Any, Plan] = field(default_factory=dict, compare=False, repr=False)
 
     def node(self, name: str) -> GNode:
         try:
@@ -121,7 +124,20 @@ class Graph:
         """Check a run's request against the graph and say which nodes it executes.
 
         Raises UnknownNodeError, UnknownInputError and MissingInputError before anything runs.
+        Plans are cached per (inputs given, targets, overrides): a batch of rows plans once.
         """
+        key = (frozenset(given), None if targets is None else tuple(targets), frozenset(overrides))
+        found = self._plans.get(key)
+        if found is None:
+            found = self._plans[key] = self._plan(key[0], key[1], key[2])
+        return found
+
+    def _plan(
+        self,
+        given: Iterable[str],
+        targets: Iterable[str] | None,
+        overrides: Iterable[str],
+    ) -> Plan:
         overridden = frozenset(overrides)
         for name in overridden:
             if name not in self.nodes:
@@ -154,12 +170,10 @@ class Graph:
             hints = {k: _suggest(k, self.nodes).replace("did you mean", "a node is named", 1) for k in missing}
             raise MissingInputError(missing, {k: v for k, v in hints.items() if v})
         planned = set(order)
-        waiting = {
-            n: sum(1 for u in self.nodes[n].upstream if u in planned)
-            if needed is not self.nodes
-            else len(self.nodes[n].upstream)
-            for n in running
-        }
+        if len(planned) == len(self.nodes):
+            waiting = {n: len(self.nodes[n].upstream) for n in order}
+        else:
+            waiting = {n: sum(1 for u in self.nodes[n].upstream if u in planned) for n in order}
         return Plan(order, overridden, frozenset(given), waiting)
 
     def _sinks(self) -> list[str]:
@@ -209,6 +223,13 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
         ups = [a for d in ds if d.is_node for a in (d.alternatives or (d.source,))]
         if spec.branch is not None:
             ups.insert(0, spec.branch[0])
+        handled = spec.options.get("on_failure_of")
+        if handled is not None:  # a failure handler runs after the node it handles, input or not
+            if handled not in specs:
+                raise UnknownNodeError(handled, specs, role=f"node {n!r}: on_failure_of")
+            if handled == n:
+                raise CycleError([n, n])
+            ups.append(handled)
         upstream[n] = tuple(dict.fromkeys(ups))
     downstream: dict[str, list[str]] = {n: [] for n in order}
     for n in order:
@@ -257,6 +278,7 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
             check_return=check_return,
             simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
             branches=branches.get(n, ()),
+            plain=spec.plain,
         )
     names = sorted(set(inputs_req) | set(inputs_opt))
     inputs = {i: InputInfo(i, tuple(inputs_req.get(i, ())), tuple(inputs_opt.get(i, ()))) for i in names}

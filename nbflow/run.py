@@ -29,12 +29,13 @@ Subscriber = Callable[[Event], object]
 
 @dataclass(slots=True)
 class Attempt:
-    """One try at running a node."""
+    """One try at running a node. ``delay``: seconds waited after it before the next try (None: last)."""
 
     number: int
     started_at: float
     finished_at: float | None = None
     error: BaseException | None = None
+    delay: float | None = None
 
     @property
     def duration(self) -> float | None:
@@ -88,6 +89,8 @@ class NodeRecord:
 
     ``output`` is ``nbflow.MISSING`` unless the node succeeded; ``error`` and ``traceback`` are set
     when it failed; ``skip_reason`` says why it was skipped or cancelled. Times are epoch seconds.
+    ``attempts`` lists every try; ``recovered`` is True when the node failed and
+    ``on_error=nf.Default(...)`` supplied its output (it is then SUCCEEDED and keeps ``error``).
     """
 
     __slots__ = (
@@ -101,6 +104,7 @@ class NodeRecord:
         "name",
         "output",
         "overridden",
+        "recovered",
         "skip_reason",
         "started_at",
         "status",
@@ -124,6 +128,7 @@ class NodeRecord:
         self.iterations: list[Iteration] | None = None  # a loop: one record per iteration
         self.capped = False  # a loop that stopped at max_iterations
         self.subrun: Run | None = None  # a sub-flow: its own run record
+        self.recovered = False
 
     def _to(self, new: NodeStatus) -> None:
         if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
@@ -148,11 +153,15 @@ class NodeRecord:
         extra = ""
         if self.status is NodeStatus.SUCCEEDED:
             extra = f" output={_short(self.output)}"
+            if self.recovered and self.error is not None:
+                extra += f" recovered from {self.error_type}: {_short_text(str(self.error))}"
         elif self.error is not None:
             extra = f" error={self.error_type}: {_short_text(str(self.error))}"
         elif self.skip_reason:
             extra = f" reason={self.skip_reason!r}"
         dur = f" {self.duration * 1000:.1f}ms" if self.duration is not None else ""
+        if len(self.attempts) > 1:
+            dur += f" attempts={len(self.attempts)}"
         return f"<NodeRecord {self.name!r} {self.status.name}{dur}{extra}>"
 
 
@@ -168,6 +177,7 @@ class Run:
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.graph: Graph | None = None
+        self.reason: str | None = None  # why nbflow itself cancelled the run (e.g. its deadline)
         self._subscribers: list[Subscriber] = []
         # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
         self.pending: dict[str, Question] = {}
@@ -317,7 +327,8 @@ class Run:
             listed = "; ".join(f"{r.name!r}: {r.error_type}: {_short_text(str(r.error))}" for r in failed)
             msg = f"run {self.run_id} of flow {self.flow!r} is {self.status.name}; failed nodes: {listed}"
             raise RunFailedError(msg, self) from failed[0].error
-        raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}", self)
+        why = f" ({self.reason})" if self.reason else ""
+        raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}{why}", self)
 
     # --- pause and resume ------------------------------------------------------------------------
     def pause(self) -> None:
@@ -361,6 +372,7 @@ class Run:
                     "error_type": r.error_type,
                     "error_message": r.error_message,
                     "attempts": len(r.attempts),
+                    "recovered": r.recovered,
                     "started_at": pd.to_datetime(r.started_at, unit="s") if r.started_at else pd.NaT,
                     "duration_s": r.duration,
                     "reason": r.skip_reason,
@@ -371,7 +383,8 @@ class Run:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
         dur = f" in {self.duration:.3f}s" if self.duration is not None else ""
-        return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts})>"
+        why = f" reason={self.reason!r}" if self.reason else ""
+        return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts}){why}>"
 
     def summary(self) -> str:
         """A readable multi-line text: one line per node."""

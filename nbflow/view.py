@@ -96,6 +96,9 @@ def _draw_nodes(
         elif spec.loop is not None:
             title += f"\n[loop on {spec.loop.feed}]"
         label = title if run is None else f"{title}\n{status.value}"
+        if rec is not None:
+            label += f" ×{len(rec.attempts)}" if len(rec.attempts) > 1 else ""  # retries show in the picture
+            label += " (recovered)" if rec.recovered else ""
         tooltip = (spec.doc.splitlines() or [name])[0]
         if rec is not None:
             if rec.error is not None:
@@ -143,7 +146,18 @@ def _draw_nodes(
             edges.append(
                 (prefix + router, here, {"label": branch, "style": "bold", "color": "#7048e8", "fontcolor": "#7048e8"})
             )
+        handled = spec.options.get("on_failure_of")
+        if handled is not None:  # the fail branch: one red edge, whether or not it takes the error
+            edges.append(
+                (
+                    prefix + handled,
+                    here,
+                    {"label": "on failure", "style": "dashed", "color": "#c92a2a", "fontcolor": "#c92a2a"},
+                )
+            )
         for dep in [] if spec.flow is not None else g.deps:  # a sub-flow's inputs go to its inner nodes
+            if dep.is_node and dep.source == handled:
+                continue
             if dep.alternatives:
                 for alt in dep.alternatives:
                     edges.append((prefix + alt, here, {"label": f"{dep.param} (first of)", "style": "dashed"}))
@@ -166,7 +180,10 @@ def text_graph(graph: Graph, run: Run | None = None) -> str:
     """A readable text drawing: one line per node with what feeds it (and its state)."""
     lines = [f"flow {graph.name!r}: {len(graph.nodes)} nodes, inputs: {', '.join(graph.inputs) or '(none)'}"]
     for name, g in graph.nodes.items():
-        feeds = [d.source if d.is_node else f"<{d.source}>" for d in g.deps]
+        handled = g.spec.options.get("on_failure_of")
+        feeds = [d.source if d.is_node else f"<{d.source}>" for d in g.deps if not (d.is_node and d.source == handled)]
+        if handled is not None:
+            feeds.insert(0, f"{handled} (on failure)")
         state = ""
         if run is not None and name in run.nodes:
             state = f"  [{run.nodes[name].status.value}]"

@@ -42,6 +42,19 @@ EXPECTED = {
     "UnknownInputError",
     "UnknownNodeError",
     "summarize",
+    # resilience (docs/resilience.md)
+    "SYSTEM_CLOCK",
+    "Clock",
+    "Default",
+    "ErrorInfo",
+    "Failed",
+    "FakeClock",
+    "Limit",
+    "NodeRetrying",
+    "NodeTimeoutError",
+    "Retry",
+    "SystemClock",
+    "is_transient",
 }
 
 

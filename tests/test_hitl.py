@@ -403,3 +403,18 @@ def test_secrets_are_never_stored(tmp_path):
     fresh = nf.load_run(db, run.run_id, secrets={"api_key": nf.Secret("sk-very-secret-123"), "token": "t"})
     fresh.resume("yes")
     assert fresh["call"] == "used a key of length 18"
+
+
+def test_a_node_with_retries_and_a_timeout_pauses_without_retrying_and_resumes():
+    flow = nf.Flow("resilient_review", retry=nf.Retry(attempts=3, backoff=0))
+    tries: list[int] = []
+
+    @flow.node(timeout=5)
+    async def review() -> str:
+        tries.append(1)
+        return await nf.ask("ok?", options=["yes", "no"])
+
+    run = flow.run()
+    assert run.status is nf.RunStatus.PAUSED and len(tries) == 1  # a pause is not a failure to retry
+    run.resume("yes")
+    assert run["review"] == "yes" and len(tries) == 2

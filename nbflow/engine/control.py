@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -20,7 +20,9 @@ from .._missing import MISSING
 from ..control import ItemFailed
 from ..errors import LoopLimitError, MapItemError, RoutingError, SubflowFailedError
 from ..graph import GNode
+from ..limits import Limit
 from ..run import ItemRecord, Iteration, NodeRecord, Run
+from .call import call_function
 from .events import Event, NodeEvent
 from .pause import ACTIVE, AskContext, PauseSignal, Question, current
 from .states import NodeStatus, RunStatus
@@ -45,8 +47,18 @@ def taken_branches(output: Any) -> frozenset[str]:
     return frozenset(output)
 
 
-def guard_reason(g: GNode, records: Mapping[str, NodeRecord]) -> str | None:
-    """None if node ``g`` can run now that its upstreams are final, else why it is skipped."""
+def guard_reason(
+    g: GNode,
+    records: Mapping[str, NodeRecord],
+    ok: Callable[[str], bool] | None = None,
+    why: Callable[[str, NodeRecord], str] = upstream_reason,
+) -> str | None:
+    """None if node ``g`` can run now that its upstreams are final, else why it is skipped.
+
+    ``ok(name)`` says whether a (non-merge) source counts as having produced a value (default:
+    it SUCCEEDED; error strategies also accept e.g. an ``on_error="continue"`` failure), and
+    ``why(name, record)`` words the reason when it did not.
+    """
     if g.spec.branch is not None:
         router, branch = g.spec.branch
         rec = records[router]
@@ -63,8 +75,8 @@ def guard_reason(g: GNode, records: Mapping[str, NodeRecord]) -> str | None:
                 return f"none of {names} produced an output for {dep.param!r}"
             continue
         rec = records[dep.source]
-        if rec.status is not NodeStatus.SUCCEEDED:
-            return upstream_reason(dep.source, rec)
+        if not (rec.status is NodeStatus.SUCCEEDED if ok is None else ok(dep.source)):
+            return why(dep.source, rec)
     return None
 
 
@@ -84,10 +96,16 @@ def gather_kwargs(g: GNode, records: Mapping[str, NodeRecord], inputs: Mapping[s
 
 
 # --- running a control-flow node --------------------------------------------------------------------
-async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> Any:
-    """The output of a router, map, loop or sub-flow node (raises what fails it)."""
+async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, limits: Sequence[Limit] = ()) -> Any:
+    """The output of a router, map, loop or sub-flow node (raises what fails it).
+
+    ``limits`` (a node's ``uses=``) are taken around each call of the body: per item of a map,
+    per iteration of a loop.
+    """
     spec = g.spec
     call: Call = partial(_call_once, g, rec, run)
+    if limits:
+        call = partial(_call_limited, call, limits)
     if spec.map is not None:
         return await _run_map(g, rec, kwargs, call)
     if spec.loop is not None:
@@ -99,6 +117,18 @@ async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Ru
             bad = out if chosen is None or not chosen else next(b for b in chosen if b not in g.branches)
             raise RoutingError(spec.name, bad, g.branches)
     return out
+
+
+async def _call_limited(call: Call, limits: Sequence[Limit], kwargs: dict[str, Any], label: str, holder: Any) -> Any:
+    taken: list[Limit] = []
+    try:
+        for limit in limits:
+            await limit.acquire()
+            taken.append(limit)
+        return await call(kwargs, label, holder)
+    finally:
+        for limit in reversed(taken):
+            limit.release()
 
 
 async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any], label: str, holder: Any) -> Any:
@@ -119,15 +149,7 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
             return child[spec.output]
         leaves = [n for n in child.nodes if not child.graph or not child.graph.nodes[n].downstream]
         return {n: child.nodes[n].output for n in leaves if child.nodes[n].status is NodeStatus.SUCCEEDED}
-    if spec.is_async:
-        out = await spec.func(**kwargs)
-    elif spec.thread:
-        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
-    else:
-        out = spec.func(**kwargs)
-    if g.check_return is not None:
-        out = g.check_return(out)
-    return out
+    return await call_function(g, kwargs)
 
 
 async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str, previous: Run | None) -> Run:
@@ -147,7 +169,7 @@ async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str
     child._path = f"{parent._path}{path}."
     if parent._subscribers:
         child.subscribe(partial(_forward, parent, path))
-    await execute(graph, plan, child, kwargs, {}, flow.concurrency)
+    await execute(graph, plan, child, kwargs, {}, flow.concurrency, flow._resolved_policies())
     return child
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "NodeEvent",
     "NodeFailed",
     "NodePaused",
+    "NodeRetrying",
     "NodeSkipped",
     "NodeStarted",
     "NodeSucceeded",
@@ -43,6 +44,7 @@ class RunStarted(Event):
 class RunFinished(Event):
     status: RunStatus
     duration: float
+    reason: str | None = None  # why a run was CANCELLED by nbflow itself (e.g. its deadline)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +54,8 @@ class NodeEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeStarted(NodeEvent):
+    """An attempt started: one event per attempt (``attempt`` counts from 1)."""
+
     attempt: int = 1
 
 
@@ -59,12 +63,26 @@ class NodeStarted(NodeEvent):
 class NodeSucceeded(NodeEvent):
     duration: float
     overridden: bool = False
+    recovered: bool = False  # the node failed and on_error=nf.Default(...) supplied its output
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeFailed(NodeEvent):
     error: BaseException
     duration: float
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRetrying(NodeEvent):
+    """Attempt ``attempt`` failed with ``error``; the next one starts after ``delay`` seconds."""
+
+    attempt: int
+    error: BaseException
+    delay: float
 
     @property
     def error_type(self) -> str:

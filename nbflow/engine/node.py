@@ -10,6 +10,7 @@ import concurrent.futures
 import os
 import time
 import traceback
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -17,13 +18,15 @@ import anyio
 import anyio.to_thread
 
 from ..graph import GNode
+from ..limits import Limit
 from ..run import Attempt, NodeRecord, Run
+from .call import call_function
 from .control import run_control
 from .events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
 from .pause import PauseSignal
 from .states import NodeStatus
 
-__all__ = ["call_node", "format_user_traceback"]
+__all__ = ["call_node", "format_user_traceback", "invoke", "mark_paused"]
 
 # Frames from these folders are dropped from the top of a node's traceback: users see their code.
 _HIDDEN_DIRS = (
@@ -52,7 +55,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         for param, check in g.checks:
             if param in kwargs:
                 kwargs[param] = check(kwargs[param])
-        if not spec.plain:
+        if not g.plain:
             out = await run_control(g, rec, kwargs, run)
         elif spec.is_async:
             out = await spec.func(**kwargs)
@@ -60,7 +63,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
             out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
         else:
             out = spec.func(**kwargs)
-        if g.check_return is not None and spec.plain:
+        if g.check_return is not None and g.plain:
             out = g.check_return(out)
     except Exception as exc:
         duration = time.perf_counter() - t0
@@ -73,9 +76,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         return
     except PauseSignal as signal:
         rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
-        rec._to(NodeStatus.PAUSED)
-        if run._subscribers:
-            run._emit(NodePaused(run_id=run.run_id, time=rec.finished_at, node=name, question=signal.question))
+        mark_paused(rec, run, signal)
         return
     except BaseException:
         rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
@@ -86,6 +87,26 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
     rec._to(NodeStatus.SUCCEEDED)
     if run._subscribers:
         run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=name, duration=duration))
+
+
+async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, limits: Sequence[Limit] = ()) -> Any:
+    """One call of the node, as ``call_node`` makes it (control flow, async, thread or inline), output checked.
+
+    Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
+    steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
+    """
+    if not g.plain:
+        return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
+    return await call_function(g, kwargs)
+
+
+def mark_paused(rec: NodeRecord, run: Run, signal: PauseSignal) -> None:
+    """The node asked a question (``nf.ask``): it is PAUSED and blocks its dependents until resumed."""
+    rec._to(NodeStatus.PAUSED)
+    if run._subscribers:
+        run._emit(
+            NodePaused(run_id=run.run_id, time=rec.finished_at or time.time(), node=rec.name, question=signal.question)
+        )
 
 
 def format_user_traceback(exc: BaseException) -> str:

@@ -63,11 +63,12 @@ class AskContext:
 class WorkerContext:
     """What a scheduler worker task is running now (one attribute write per node, no context var)."""
 
-    __slots__ = ("node", "run")
+    __slots__ = ("node", "run", "task")
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.node: Any = None  # the NodeRecord being run
+        self.task: Any = None
 
     def ask_context(self) -> AskContext:
         return AskContext(self.run._root, self.run._path + self.node.name, self.node)
