@@ -457,3 +457,27 @@ def test_a_dataframe_keeps_its_own_index_repeated_per_grid_combination():
     assert df.loc["r3", "answer"].tolist() == ["p:c", "q:c"]
     plain = qa_flow().batch(pd.DataFrame(ROWS), outputs="answer")
     assert plain.index.tolist() == [0, 1, 2]
+
+
+def test_shared_named_limits_hold_across_rows_and_retries_count_as_attempts():
+    limit = nf.Limit(max_concurrency=2)
+    flow = nf.Flow("limited", limits={"llm": limit}, clock=nf.FakeClock())
+    live = {"now": 0, "max": 0}
+    tries: dict[int, int] = {}
+
+    @flow.node(uses="llm", retry=nf.Retry(attempts=3, backoff=1.0))
+    async def call(i: int) -> int:
+        tries[i] = tries.get(i, 0) + 1
+        live["now"] += 1
+        live["max"] = max(live["max"], live["now"])
+        await asyncio.sleep(0.002)
+        live["now"] -= 1
+        if i % 4 == 0 and tries[i] == 1:
+            raise ConnectionError("transient")  # the first try of every 4th row fails once
+        return i
+
+    df = flow.batch([{"i": i} for i in range(20)], concurrency=10)
+    assert live["max"] == 2  # 10 rows in flight, but the flow's named limit is shared by all of them
+    assert (df["status"] == "succeeded").all()
+    assert df["attempts"].tolist() == [2 if i % 4 == 0 else 1 for i in range(20)]
+    assert limit.in_flight == 0
