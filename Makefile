@@ -40,3 +40,4 @@ browser: setup
 
 bench: setup
 	$(PY) benchmarks/engine_overhead.py
+	$(PY) benchmarks/batch_throughput.py

@@ -33,12 +33,15 @@ from .engine.pause import Question as Question
 from .engine.states import NodeStatus as NodeStatus
 from .engine.states import RunStatus as RunStatus
 from .errors import AnswerError as AnswerError
+from .errors import BatchError as BatchError
+from .errors import BatchInterrupted as BatchInterrupted
 from .errors import ConfigError as ConfigError
 from .errors import CycleError as CycleError
 from .errors import FlowDefinitionError as FlowDefinitionError
 from .errors import GraphError as GraphError
 from .errors import LoopLimitError as LoopLimitError
 from .errors import MapItemError as MapItemError
+from .errors import MissingColumnError as MissingColumnError
 from .errors import MissingInputError as MissingInputError
 from .errors import NbflowError as NbflowError
 from .errors import NbflowWarning as NbflowWarning
@@ -62,6 +65,7 @@ from .policies import ErrorInfo as ErrorInfo
 from .policies import Failed as Failed
 from .policies import Retry as Retry
 from .policies import is_transient as is_transient
+from .progress import BatchProgress as BatchProgress
 from .run import Attempt as Attempt
 from .run import ItemRecord as ItemRecord
 from .run import Iteration as Iteration
@@ -70,6 +74,8 @@ from .run import Run as Run
 from .runner import RunHandle as RunHandle
 from .secret import REDACTED as REDACTED
 from .secret import Secret as Secret
+from .store import BatchStore as BatchStore
+from .summary import summarize as summarize
 
 __version__ = "0.1.0"
 
@@ -79,6 +85,10 @@ __all__ = [
     "SYSTEM_CLOCK",
     "AnswerError",
     "Attempt",
+    "BatchError",
+    "BatchInterrupted",
+    "BatchProgress",
+    "BatchStore",
     "CheckpointStore",
     "Clock",
     "ConfigError",
@@ -101,6 +111,7 @@ __all__ = [
     "Map",
     "MapItemError",
     "Missing",
+    "MissingColumnError",
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
@@ -144,4 +155,5 @@ __all__ = [
     "is_transient",
     "load_run",
     "optional",
+    "summarize",
 ]

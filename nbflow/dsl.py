@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from . import _options
+from . import batch as _batch
 from ._missing import MISSING
 from .clock import SYSTEM_CLOCK, Clock
 from .control import Loop, Map, Router
@@ -70,6 +71,7 @@ class Flow:
         self._policies: FlowPolicies | None = None
         register_flow(self)
         self.last_run: Run | None = None
+        self.last_batch: Any = None  # the DataFrame of the latest batch (also a partial one after a stop)
 
     # --- flow-wide policies (changing one recompiles the flow) -----------------------------------
     @property
@@ -361,10 +363,12 @@ class Flow:
         overrides: dict[str, Any],
         concurrency: int | None,
         timeout: float | None = None,
+        tick: bool = True,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
         policies = self._resolved_policies()
-        ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if in_kernel() else None
+        # A batch wakes the loop itself (tick=False), once for all its rows.
+        ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
         try:
             await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
@@ -486,6 +490,10 @@ class Flow:
                 f"(taken by {', '.join(repr(n) for n in self.inputs['timeout'].consumers)}); pass that input "
                 f"in the dict, {how}({{'timeout': ...}}), and add timeout=... only for a deadline"
             )
+
+    # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/batch.py.
+    batch = _batch.batch
+    abatch = _batch.abatch
 
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
         """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.

@@ -19,12 +19,16 @@ The tree::
     ├── SubflowFailedError (RuntimeError)  a sub-flow run failed; .run is its record
     ├── StateTransitionError (RuntimeError)  the engine tried an illegal state change (a bug)
     ├── RunnerError (RuntimeError)         a run was driven from the wrong place (e.g. start() without a loop)
+    ├── BatchError (ValueError)            a batch request cannot run (rows, columns=, grid=, options)
+    │   └── MissingColumnError             .missing: flow input -> nodes needing it; no column feeds it
     ├── ResumeConflictError (RuntimeError) resuming a run that is not paused, or a question already answered
     ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
-    ├── StoreError (RuntimeError)          a store file is missing, locked, corrupt, or a value cannot be stored
+    ├── StoreError (RuntimeError)          a store file is missing, locked, corrupt, a value cannot be stored,
+    │                                      or a batch clashes with one already stored
     └── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
+    BatchInterrupted (KeyboardInterrupt)   a batch was interrupted; .frame holds every finished row
 
 Every message names the node or parameter concerned and says how to fix the problem.
 """
@@ -36,16 +40,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .run import Run
 
 __all__ = [
     "AnswerError",
+    "BatchError",
+    "BatchInterrupted",
     "ConfigError",
     "CycleError",
     "FlowDefinitionError",
     "GraphError",
     "LoopLimitError",
     "MapItemError",
+    "MissingColumnError",
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
@@ -295,3 +304,43 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run: Run) -> None:
         self.run = run
         super().__init__(f"run {run.run_id} of flow {run.flow!r} was interrupted; its record is in .run")
+
+
+class BatchError(NbflowError, ValueError):
+    """A batch request cannot run: bad rows, ``columns=``, ``grid=`` or options. Raised before any row runs."""
+
+
+class MissingColumnError(BatchError):
+    """A required flow input has no column in the rows. ``missing`` maps each input to the nodes needing it."""
+
+    def __init__(self, missing: Mapping[str, Sequence[str]], columns: Sequence[str]) -> None:
+        self.missing = {k: tuple(v) for k, v in missing.items()}
+        self.columns = tuple(columns)
+        parts = []
+        for name, nodes in self.missing.items():
+            who = ", ".join(repr(n) for n in nodes)
+            close = difflib.get_close_matches(name, list(self.columns), n=1)
+            col = close[0] if close else (self.columns[0] if self.columns else "your_column")
+            parts.append(
+                f"flow input {name!r} (needed by {who}) has no column; add a {name!r} column "
+                f"or map one to it with columns={{{col!r}: {name!r}}}"
+            )
+        have = ", ".join(repr(c) for c in self.columns) or "(none)"
+        super().__init__(f"{'; '.join(parts)}. The rows have columns: {have}")
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """A batch was interrupted (Ctrl-C, the kernel's stop button, or a KeyboardInterrupt in a row).
+
+    ``frame`` is the result DataFrame: every finished row is filled in, rows that were running are
+    ``cancelled`` and rows never started are ``pending``.
+    """
+
+    def __init__(self, frame: pd.DataFrame, flow: str = "flow") -> None:
+        self.frame = frame
+        status: Any = frame["status"] if "status" in frame.columns else ()
+        done = sum(1 for s in status if s in ("succeeded", "failed"))
+        super().__init__(
+            f"batch of flow {flow!r} was interrupted: {done} of {len(frame)} rows finished; "
+            f"the partial results are in .frame (rows not finished are 'cancelled' or 'pending')"
+        )

@@ -85,6 +85,8 @@ class Graph:
     nodes: Mapping[str, GNode]
     inputs: Mapping[str, InputInfo]
     _plans: dict[Any, Plan] = field(default_factory=dict, compare=False, repr=False)
+    _views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Caches of the front ends (e.g. the laid-out SVG): a graph never changes, so neither do they."""
 
     def node(self, name: str) -> GNode:
         try:

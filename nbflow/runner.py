@@ -17,7 +17,7 @@ import contextvars
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -27,9 +27,11 @@ from .engine.events import Event
 from .errors import RunInterrupted
 from .run import Run
 
-__all__ = ["RunHandle", "in_kernel", "kernel_ticker", "run_blocking"]
+__all__ = ["RunHandle", "call_blocking", "in_kernel", "kernel_ticker", "run_blocking"]
 
 _TICK = 0.2
+
+T = TypeVar("T")
 
 
 def in_kernel() -> bool:
@@ -57,15 +59,31 @@ def _loop_running() -> bool:
 
 def run_blocking(make: Callable[[], Awaitable[Run]], run: Run) -> Run:
     """Run ``make()`` to completion from sync code; on Ctrl-C/kernel interrupt raise RunInterrupted(run)."""
+    return call_blocking(make, f"nbflow-run-{run.run_id}", lambda exc: RunInterrupted(run), lambda: run)
+
+
+def call_blocking(
+    make: Callable[[], Awaitable[T]],
+    name: str,
+    interrupted: Callable[[KeyboardInterrupt], BaseException],
+    cancelled: Callable[[], T],
+) -> T:
+    """Await ``make()`` from sync code, in a script or a notebook cell.
+
+    With no loop running, ``anyio.run`` in this thread. With one running (a notebook cell), a fresh
+    loop in a worker thread, joined in short slices so the kernel's interrupt arrives here; it then
+    cancels the work's scope and joins. A KeyboardInterrupt (here or inside the work) is raised as
+    ``interrupted(exc)``; ``cancelled()`` is returned if the work was cancelled without one.
+    """
     if not _loop_running():
 
-        async def main() -> Run:
+        async def main() -> T:
             return await make()
 
         try:
             return anyio.run(main)
         except KeyboardInterrupt as exc:
-            raise RunInterrupted(run) from exc
+            _reraise(interrupted(exc), exc)
 
     box: dict[str, Any] = {}
     scope_ready = threading.Event()
@@ -89,7 +107,7 @@ def run_blocking(make: Callable[[], Awaitable[Run]], run: Run) -> Run:
 
     # Copy the context: ipykernel routes prints and widget updates by the cell's parent header.
     ctx = contextvars.copy_context()
-    thread = threading.Thread(target=ctx.run, args=(target,), name=f"nbflow-run-{run.run_id}", daemon=True)
+    thread = threading.Thread(target=ctx.run, args=(target,), name=name, daemon=True)
     thread.start()
     # Wait on an Event in short slices, not on thread.join(): an interrupted join() marks a live
     # thread as stopped on Python 3.11 (bpo-45274's fix), so it would not be waited for again.
@@ -102,16 +120,25 @@ def run_blocking(make: Callable[[], Awaitable[Run]], run: Run) -> Run:
             try:
                 anyio.from_thread.run_sync(box["scope"].cancel, token=box["token"])
             except RuntimeError:
-                pass  # the loop closed between the check and the call: the run is over anyway
+                pass  # the loop closed between the check and the call: the work is over anyway
         done.wait()
         thread.join()
-        raise RunInterrupted(run) from exc
+        _reraise(interrupted(exc), exc)
     if "error" in box:
-        raise box["error"]
+        error = box["error"]
+        if isinstance(error, KeyboardInterrupt):  # raised inside the work (e.g. by a node)
+            _reraise(interrupted(error), error)
+        raise error
     if "result" not in box:  # cancelled from inside without an interrupt here
-        return run
-    result: Run = box["result"]
+        return cancelled()
+    result: T = box["result"]
     return result
+
+
+def _reraise(error: BaseException, cause: BaseException) -> NoReturn:
+    if error is cause:
+        raise error
+    raise error from cause
 
 
 class RunHandle:

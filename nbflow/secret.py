@@ -7,7 +7,12 @@ from typing import Any
 
 __all__ = ["REDACTED", "Secret", "looks_secret", "redact"]
 
-_SECRET_NAME = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|auth)", re.I)
+# Whole words, in any case style: "auth_token", "OPENAI_API_KEY", "apiKey", "db_password" are
+# secrets; "max_tokens", "author", "tokenizer" are not (a batch would otherwise drop such columns).
+_SECRET_WORDS = frozenset(
+    {"token", "password", "passwd", "secret", "credential", "credentials", "auth", "authorization", "apikey"}
+)
+_SECRET_JOINED = ("apikey", "privatekey", "accesskey", "secretkey")
 
 
 class Secret(str):
@@ -59,7 +64,11 @@ def _redacted() -> _Redacted:
 
 def looks_secret(name: str) -> bool:
     """True for names such as ``api_key``, ``token``, ``password``: treated as secrets when shown."""
-    return bool(_SECRET_NAME.search(name))
+    words = [w.lower() for w in re.findall(r"[A-Za-z][a-z]*|[0-9]+", name)]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    joined = "".join(words)
+    return any(j in joined for j in _SECRET_JOINED)
 
 
 def redact(name: str, value: Any) -> Any:

@@ -5,12 +5,16 @@ import nbflow as nf
 EXPECTED = {
     "MISSING",
     "Attempt",
+    "BatchError",
+    "BatchInterrupted",
+    "BatchProgress",
     "CycleError",
     "Event",
     "Flow",
     "FlowDefinitionError",
     "GraphError",
     "Missing",
+    "MissingColumnError",
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
@@ -32,9 +36,12 @@ EXPECTED = {
     "RunStatus",
     "RunnerError",
     "StateTransitionError",
+    "BatchStore",
+    "StoreError",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "summarize",
     # resilience (docs/resilience.md)
     "SYSTEM_CLOCK",
     "Clock",
@@ -66,6 +73,7 @@ def test_every_error_is_an_nbflow_error_except_the_interrupt():
                 continue
             assert issubclass(obj, nf.NbflowError), name
     assert issubclass(nf.RunInterrupted, KeyboardInterrupt)
+    assert issubclass(nf.BatchInterrupted, KeyboardInterrupt)
 
 
 def test_engine_imports_no_ui_or_pandas_at_module_level():

@@ -2,7 +2,9 @@
 
 Design (measured, see docs/engine.md): a ready-queue scheduler. A worker task runs a node, resolves
 its dependents and carries on with the next ready node itself, spawning extra workers only for
-extra ready nodes. A chain thus costs one task; a fan-out one task per branch. Node tasks are
+extra ready nodes. The run's own task is the first worker, so a chain costs no extra task (and no
+wake-up hop: what dominates when many runs share the loop, as in a batch); a fan-out costs one
+task per extra branch. Node tasks are
 plain asyncio tasks owned by the run: anyio's ``start_soon`` costs 4-6x more per task here, which
 alone would break the overhead budget. Structure is kept by hand: the run awaits every task it
 started, and cancelling the run cancels them all before it returns.
@@ -79,8 +81,11 @@ class _Scheduler:
         self.deadline_hit = False
 
     # --- bookkeeping -------------------------------------------------------------------------
-    def start(self) -> None:
-        """Find what can run. Records already final (overrides, or a resumed run's finished nodes) count as done."""
+    def start(self, inline: bool = False) -> str | None:
+        """Find what can run. Records already final (overrides, or a resumed run's finished nodes) count as done.
+
+        With ``inline``, returns the first ready node for the run's own task to work on (see ``execute``).
+        """
         for name in self.overrides:
             if name not in self.planned or self.records[name].status.finished:
                 continue  # not needed by the targets, or already recorded (a resumed run)
@@ -108,8 +113,13 @@ class _Scheduler:
             for d in nodes[name].downstream:
                 if d in self.waiting:
                     self.waiting[d] -= 1
+        first = None
+        if inline and self.ready and self.in_flight < self.cap and not self.run._pause_requested:
+            first = self.ready.popleft()
+            self.in_flight += 1
         self.pump()
         self.check_finished()
+        return first
 
     def check_finished(self) -> None:
         """The run is over when no worker is busy and nothing can start (done, or blocked by pauses)."""
@@ -346,7 +356,12 @@ async def execute(
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
     deadline = None if timeout is None else sched.loop.call_later(timeout, sched.on_deadline, timeout)
     try:
-        sched.start()
+        # The run's own task works as the first worker: no task to spawn and no wake-up hop for a
+        # chain, which is most of the per-run cost when many runs share the loop (batch). Not with
+        # a deadline: that wakes this task through ``finished`` to cancel the workers.
+        first = sched.start(inline=deadline is None)
+        if first is not None:
+            await _inline_worker(sched, first)
         await sched.finished.wait()
         if sched.crash is not None:
             raise sched.crash
@@ -374,6 +389,20 @@ async def execute(
         failed = any(r.status is NodeStatus.FAILED for r in run.nodes.values())
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
+
+
+async def _inline_worker(sched: _Scheduler, first: str) -> None:
+    task = asyncio.current_task()
+    where = WorkerContext(sched.run)
+    where.task = task
+    # This task may itself be a worker of an outer run (a sub-flow node): put its entry back after.
+    outer = ACTIVE.get(task)
+    ACTIVE[task] = where
+    try:
+        await sched.worker(first, where)
+    finally:
+        if outer is not None:
+            ACTIVE[task] = outer
 
 
 def _pause(run: Run, t0: float) -> None:

@@ -157,9 +157,16 @@ class SvgTemplate:
 
     @classmethod
     def layout(cls, graph: Graph) -> SvgTemplate:
-        """Lay ``graph`` out with Graphviz (needs the ``dot`` program)."""
-        svg = to_dot(graph, cast("Run", _LayoutRun(graph))).pipe(format="svg", encoding="utf-8")
-        return cls(svg)
+        """Lay ``graph`` out with Graphviz (needs the ``dot`` program), once per graph.
+
+        Cached on the graph: ten concurrent runs of a flow open ten views, and running ``dot`` for
+        each would block the kernel's loop (~25 ms a time) while their nodes run.
+        """
+        found = graph._views.get("svg_template")
+        if found is None:
+            svg = to_dot(graph, cast("Run", _LayoutRun(graph))).pipe(format="svg", encoding="utf-8")
+            found = graph._views["svg_template"] = cls(svg)
+        return cast("SvgTemplate", found)
 
     def render(self, node_looks: Mapping[str, NodeLook]) -> str:
         out: list[str] = []
