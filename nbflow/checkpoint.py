@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._missing import MISSING
+from ._sqlite import Transaction, open_db, store_error
 from .engine.events import (
     Event,
     NodeCancelled,
@@ -114,10 +115,8 @@ class CheckpointStore:
         self._lock = threading.Lock()
         self.unstorable: dict[str, str] = {}
         """Nodes whose output could not be stored, with why (reported when the run pauses)."""
+        self._db = open_db(self.path, timeout)
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
             with self._tx():
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
                     self._db.execute(stmt)
@@ -134,37 +133,10 @@ class CheckpointStore:
 
     # --- plumbing --------------------------------------------------------------------------------
     def _error(self, exc: sqlite3.Error) -> StoreError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return StoreError(
-                f"store {str(self.path)!r} is locked by another process (waited {self.timeout}s); "
-                f"close the other notebook/process using it, or use another file; nothing was written"
-            )
-        if "not a database" in text or "malformed" in text or "file is encrypted" in text:
-            return StoreError(
-                f"{str(self.path)!r} is not a readable nbflow store ({text}); it was left untouched - use another path"
-            )
-        return StoreError(f"store {str(self.path)!r}: {text}")
+        return store_error(exc, self.path, self.timeout)
 
-    def _tx(self) -> Any:
-        store = self
-
-        class _Tx:
-            def __enter__(self) -> None:
-                store._lock.acquire()
-                try:
-                    store._db.execute("BEGIN IMMEDIATE")
-                except BaseException:
-                    store._lock.release()
-                    raise
-
-            def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-                try:
-                    store._db.execute("COMMIT" if kind is None else "ROLLBACK")
-                finally:
-                    store._lock.release()
-
-        return _Tx()
+    def _tx(self) -> Transaction:
+        return Transaction(self._db, self._lock)
 
     def _write(self, sql: str, *rows: tuple[Any, ...]) -> int:
         try:

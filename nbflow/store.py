@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._sqlite import Transaction, open_db, store_error
 from .errors import StoreError
 from .secret import Secret, looks_secret
 
@@ -92,16 +93,13 @@ class BatchStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
+        self._db = open_db(self.path, timeout=5.0)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.executescript(_SCHEMA)
+            row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store {self.path!r}: {exc}; check the path and permissions") from exc
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode: a committed row survives a process crash (not a power cut), fast commits.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-        row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
+            self._db.close()
+            raise store_error(exc, self.path, 5.0) from None
         if row is None:
             self._db.execute("INSERT INTO nbflow_meta(key, value) VALUES ('batch_schema', ?)", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
@@ -204,8 +202,8 @@ class BatchStore:
         return frame
 
     # --- plumbing ----------------------------------------------------------------------------------
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -218,17 +216,6 @@ class BatchStore:
 
     def __repr__(self) -> str:
         return f"<nbflow BatchStore {self.path!r}>"
-
-
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
 
 
 def _json_exact(value: Any) -> bool:

@@ -144,3 +144,12 @@ def test_secret_looking_names(name, secret):
     from nbflow.store import is_secret_name
 
     assert is_secret_name(name) is secret
+
+
+def test_a_corrupt_file_is_a_clear_store_error_and_is_left_untouched(tmp_path):
+    bad = tmp_path / "corrupt.db"
+    bad.write_bytes(b"definitely not sqlite " * 200)
+    before = bad.read_bytes()
+    with pytest.raises(nf.StoreError, match="not a readable nbflow store"):
+        nf.BatchStore(bad)
+    assert bad.read_bytes() == before
