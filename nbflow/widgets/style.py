@@ -15,7 +15,7 @@ __all__ = ["CSS", "STATE_COLORS", "SYMBOLS", "badge", "chip", "chips", "colors",
 SYMBOLS: dict[str, str] = {
     "pending": "○",
     "running": "▶",
-    "paused": "⏸",
+    "paused": "‖",  # U+2016: in the common fonts (U+23F8 is not, and showed as a box)
     "succeeded": "✓",
     "failed": "✗",
     "skipped": "–",
