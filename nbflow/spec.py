@@ -117,7 +117,8 @@ def make_spec(
             )
         default = MISSING if p.default is p.empty else p.default
         declared.append((p.name, default, p.annotation))
-    is_async = inspect.iscoroutinefunction(func)
+    # An object whose __call__ is async is an async node too (a coroutine would otherwise be its output).
+    is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
     if thread and is_async:
         raise FlowDefinitionError(f"node {node_name!r}: thread=True is for sync functions; this one is async")
     return NodeSpec(

@@ -279,3 +279,21 @@ async def test_durations_and_attempts_are_recorded():
     assert len(rec.attempts) == 1 and rec.attempts[0].error is None and rec.attempts[0].number == 1
     assert rec.inputs == {}
     assert run.duration >= rec.duration
+
+
+async def test_async_callables_and_sync_functions_returning_coroutines_are_awaited():
+    flow = nf.Flow("f")
+
+    class Client:
+        async def __call__(self, q: str) -> str:
+            await anyio.sleep(0)
+            return q.upper()
+
+    async def fetch(q: str) -> str:
+        return q * 2
+
+    flow.add(Client(), name="client")
+    flow.add(lambda q: fetch(q), name="wrapped", thread=False)
+    flow.add(lambda q: fetch(q), name="wrapped_in_thread")
+    run = await flow.arun(q="ab")
+    assert run.outputs == {"client": "AB", "wrapped": "abab", "wrapped_in_thread": "abab"}

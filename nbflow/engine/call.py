@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from types import CoroutineType
 from typing import Any
 
 import anyio.to_thread
@@ -22,8 +23,12 @@ async def call_function(g: GNode, kwargs: dict[str, Any]) -> Any:
         out = await spec.func(**kwargs)
     elif spec.thread:
         out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+        if type(out) is CoroutineType:
+            out = await out
     else:
         out = spec.func(**kwargs)
+        if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
+            out = await out
     if g.check_return is not None:
         out = g.check_return(out)
     return out

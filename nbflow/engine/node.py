@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from functools import partial
+from types import CoroutineType
 from typing import Any
 
 import anyio
@@ -61,8 +62,12 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
             out = await spec.func(**kwargs)
         elif spec.thread:
             out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+            if type(out) is CoroutineType:
+                out = await out
         else:
             out = spec.func(**kwargs)
+            if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
+                out = await out
         if g.check_return is not None and g.plain:
             out = g.check_return(out)
     except Exception as exc:
