@@ -35,13 +35,32 @@ def word_count(answer: str) -> int:
     return len(answer.split())
 
 
+QUESTIONS = [
+    {"question": "Why is the sky blue?", "topic": "sky"},
+    {"question": "Why is the sea blue?", "topic": "sea"},
+    {"question": "Why is grass green?", "topic": "grass"},
+]
+
+
+@flow.node
+def correct(answer: str, topic: str) -> bool:
+    """A score node: did the answer come from the right document?"""
+    return DOCS[topic] in answer
+
+
 def main() -> None:
-    run = flow.run(question="Why is the sky blue?")
+    run = flow.run(question="Why is the sky blue?", topic="sky")
     print(run.summary())
     print()
     print(run["answer"])
     print(f"({run['word_count']} words, {len(run['retrieve'])} documents retrieved)")
     run.raise_for_status()
+
+    print("\nBatch: every question x k in (1, 2), concurrently")
+    df = flow.batch(QUESTIONS, grid={"k": [1, 2]}, outputs=["word_count", "correct"], progress=False)
+    print(df[["question", "k", "word_count", "correct", "status"]].to_string(index=False))
+    print()
+    print(nf.summarize(df, by="k", scores=["correct"]).to_string())
 
 
 if __name__ == "__main__":
