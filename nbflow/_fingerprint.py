@@ -9,6 +9,7 @@ numbers, containers of them) and helper functions from the same module (recursiv
 
 from __future__ import annotations
 
+import dis
 import functools
 import hashlib
 import inspect
@@ -89,21 +90,29 @@ def code_fingerprint(func: Callable[..., Any]) -> str:
         return digest(("code", b"\0".join(parts), fn.__defaults__, fn.__kwdefaults__))
 
 
-def _names(code: types.CodeType, out: set[str]) -> None:
-    out.update(code.co_names)
+@functools.lru_cache(maxsize=4096)
+def _globals_of(code: types.CodeType) -> tuple[frozenset[str], frozenset[str]]:
+    """(names ``code`` and its nested functions may read, names they assign with ``global``)."""
+    names = set(code.co_names)
+    stored = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            _names(const, out)
+            inner, inner_stored = _globals_of(const)
+            names |= inner
+            stored |= inner_stored
+    return frozenset(names), frozenset(stored)
 
 
 def _is_simple(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, _SIMPLE):
+    """Plain data: exact builtin types only (a Counter or a custom class is state, not a setting)."""
+    kind = type(value)
+    if kind in _SIMPLE:
         return True
     if depth > 4:
         return False
-    if isinstance(value, tuple | list | frozenset | set):
+    if kind in (tuple, list, frozenset, set):
         return all(_is_simple(v, depth + 1) for v in value)
-    if isinstance(value, dict):
+    if kind is dict:
         return all(_is_simple(k, depth + 1) and _is_simple(v, depth + 1) for k, v in value.items())
     return False
 
@@ -113,18 +122,20 @@ def globals_fingerprint(func: Callable[..., Any]) -> str:
 
     Simple values (a prompt string, a model name, a dict of settings) count by value; functions of
     the same module (helpers defined in the notebook) by their code and their own globals. Anything
-    else (modules, classes, clients) is left out: editing those does not invalidate the cache.
+    else (modules, classes, clients, a Counter) is left out, and so are names the code assigns with
+    ``global`` (counters): editing those does not invalidate the cache.
     Computed at each run, since a global can change without the flow changing.
     """
     fn = _function(func.func if isinstance(func, functools.partial) else func)
     if fn is None:
         return ""
-    parts: list[Any] = []
+    parts: list[tuple[str, Any]] = []
     seen: set[int] = {id(fn)}
+    written: set[str] = set()
 
     def visit(f: types.FunctionType, depth: int) -> None:
-        names: set[str] = set()
-        _names(f.__code__, names)
+        names, stored = _globals_of(f.__code__)
+        written.update(stored)
         for name in sorted(names):
             if name not in f.__globals__:
                 continue
@@ -144,6 +155,7 @@ def globals_fingerprint(func: Callable[..., Any]) -> str:
                 visit(value, depth + 1)
 
     visit(fn, 0)
+    parts = [p for p in parts if p[0] not in written]  # ``global n; n += 1``: a counter, not a setting
     try:
         return digest(parts) if parts else ""
     except Unhashable:  # cannot happen for simple values; never fail a run over a fingerprint

@@ -13,6 +13,8 @@ import pytest
 import nbflow as nf
 
 PROMPT = "Summarise: {}"  # a global a node reads: editing it must invalidate that node
+SETTINGS = {"model": "small"}
+RUNS = 0  # a global counter a node assigns: state, not a setting
 
 
 def chain(calls: Counter[str], **flow_kw: object) -> nf.Flow:
@@ -110,6 +112,22 @@ def test_editing_a_global_the_node_reads_invalidates_it(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PROMPT", "Shorten: {}")
     assert flow.run(text="t")["summary"] == "Shorten: t"
     assert calls["summary"] == 2
+
+
+def test_a_settings_dict_counts_and_a_global_counter_does_not(monkeypatch):
+    flow = nf.Flow("settings", cache=True)
+
+    @flow.node
+    def reply(q: str) -> str:
+        global RUNS
+        RUNS += 1
+        return f"{SETTINGS['model']}: {q}"
+
+    start = RUNS
+    flow.run(q="x")
+    assert flow.run(q="x").nodes["reply"].cached and RUNS == start + 1
+    monkeypatch.setitem(SETTINGS, "model", "large")
+    assert flow.run(q="x")["reply"] == "large: x" and RUNS == start + 2
 
 
 def test_cache_false_always_runs_and_its_output_value_keys_the_downstream():
