@@ -81,13 +81,18 @@ def code_fingerprint(func: Callable[..., Any]) -> str:
         if call is None or _function(call) is None:
             raise Unhashable(f"cannot read the code of {func!r}")
         return digest((code_fingerprint(call), func))
+    return digest((_code_digest(fn.__code__), fn.__defaults__, fn.__kwdefaults__))
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_digest(code: types.CodeType) -> str:
+    """Per code object: functions made in a loop share one, and ``getsource`` costs ~0.1 ms."""
     try:
-        text = textwrap.dedent(inspect.getsource(fn))
-        return digest(("source", text, fn.__defaults__, fn.__kwdefaults__))
+        return digest(("source", textwrap.dedent(inspect.getsource(code))))
     except (OSError, TypeError):
         parts: list[bytes] = []
-        _code_bytes(fn.__code__, parts)
-        return digest(("code", b"\0".join(parts), fn.__defaults__, fn.__kwdefaults__))
+        _code_bytes(code, parts)
+        return digest(("code", b"\0".join(parts)))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -14,7 +14,7 @@ import nbflow as nf
 
 PROMPT = "Summarise: {}"  # a global a node reads: editing it must invalidate that node
 SETTINGS = {"model": "small"}
-RUNS = 0  # a global counter a node assigns: state, not a setting
+node_runs = 0  # a global counter a node assigns: state, not a setting
 
 
 def chain(calls: Counter[str], **flow_kw: object) -> nf.Flow:
@@ -119,15 +119,15 @@ def test_a_settings_dict_counts_and_a_global_counter_does_not(monkeypatch):
 
     @flow.node
     def reply(q: str) -> str:
-        global RUNS
-        RUNS += 1
+        global node_runs
+        node_runs += 1
         return f"{SETTINGS['model']}: {q}"
 
-    start = RUNS
+    start = node_runs
     flow.run(q="x")
-    assert flow.run(q="x").nodes["reply"].cached and RUNS == start + 1
+    assert flow.run(q="x").nodes["reply"].cached and node_runs == start + 1
     monkeypatch.setitem(SETTINGS, "model", "large")
-    assert flow.run(q="x")["reply"] == "large: x" and RUNS == start + 2
+    assert flow.run(q="x")["reply"] == "large: x" and node_runs == start + 2
 
 
 def test_cache_false_always_runs_and_its_output_value_keys_the_downstream():
