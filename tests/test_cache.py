@@ -478,3 +478,57 @@ async def test_subflow_nodes_are_cached_by_the_subflow_cache():
     run = await outer.arun(n=1, show=False)
     assert run["sub"] == {"work": 2} and calls["work"] == 1
     assert not run.nodes["sub"].cached and run.record("sub.work").cached
+
+
+def test_routers_and_loops_are_cached_whole_and_branches_still_skip():
+    calls: Counter[str] = Counter()
+    flow = nf.Flow("routed", cache=True)
+
+    @flow.router(branches=["short", "long"])
+    def route(text: str) -> str:
+        calls["route"] += 1
+        return "short" if len(text) < 5 else "long"
+
+    @flow.node(branch="route.short")
+    def echo(text: str) -> str:
+        calls["echo"] += 1
+        return text
+
+    @flow.loop("value", until=lambda v: v >= 8)
+    def grow(value: int, text: str) -> int:
+        calls["grow"] += 1
+        return value * 2
+
+    flow.run(text="hi", value=1)
+    run = flow.run(text="hi", value=1)
+    assert cached(run) == {"route": True, "echo": True, "grow": True}
+    assert run["grow"] == 8 and run["echo"] == "hi"
+    assert calls == Counter(route=1, echo=1, grow=3)
+    run = flow.run(text="a long text", value=1)
+    assert run.nodes["echo"].status is nf.NodeStatus.SKIPPED and not run.nodes["route"].cached
+    run = flow.run(text="a long text", value=1)
+    assert run.nodes["route"].cached and run.nodes["echo"].status is nf.NodeStatus.SKIPPED
+
+
+def test_a_run_paused_with_a_checkpoint_store_resumes_from_the_file(tmp_path):
+    calls: Counter[str] = Counter()
+    store = tmp_path / "runs.db"
+    flow = nf.Flow("stored", cache=tmp_path / "cache.db", store=store)
+
+    @flow.node
+    def draft(topic: str) -> str:
+        calls["draft"] += 1
+        return f"post on {topic}"
+
+    @flow.node
+    async def review(draft: str) -> str:
+        return await nf.ask("ok?", options=["yes", "no"])
+
+    flow.run(topic="t").resume("yes")
+    paused = flow.run(topic="t")
+    assert paused.status is nf.RunStatus.PAUSED and paused.nodes["draft"].cached
+    loaded = nf.load_run(store, paused.run_id)
+    assert loaded["draft"] == "post on t"
+    done = loaded.resume("no")
+    assert done.status is nf.RunStatus.SUCCEEDED and done["review"] == "no"
+    assert calls["draft"] == 1
