@@ -2,6 +2,7 @@
 
 from ._missing import MISSING as MISSING
 from ._missing import Missing as Missing
+from .cache import NodeCache as NodeCache
 from .checkpoint import CheckpointStore as CheckpointStore
 from .checkpoint import StoredError as StoredError
 from .checkpoint import load_run as load_run
@@ -115,6 +116,7 @@ __all__ = [
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
+    "NodeCache",
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",

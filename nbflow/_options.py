@@ -83,6 +83,7 @@ def node_options(
     on_failure_of: object,
     uses: object,
     limits: Mapping[str, Limit],
+    cache: object = None,
 ) -> dict[str, Any]:
     """The node's resilience options, checked; only the ones that differ from the defaults."""
     where = f"node {spec.name!r}"
@@ -124,6 +125,17 @@ def node_options(
                     f"{', '.join(sorted(limits)) or '(none)'}"
                 )
         options["uses"] = tuple(dict.fromkeys(names))
+    if cache is not None:
+        if not isinstance(cache, bool):
+            raise FlowDefinitionError(
+                f"{where}: cache={cache!r}; give True (cache this node), False (never) or None (the flow's default)"
+            )
+        if cache and spec.flow is not None:
+            raise FlowDefinitionError(
+                f"{where}: a sub-flow node is not cached as a whole; give the sub-flow itself a cache "
+                f"(nf.Flow(..., cache=True)) and its nodes are cached inside it"
+            )
+        options["cache"] = cache
     return options
 
 

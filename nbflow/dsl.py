@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -11,10 +13,12 @@ from typing import Any, TypeVar, overload
 from . import _options
 from . import batch as _batch
 from ._missing import MISSING
+from .cache import NodeCache, open_cache
 from .clock import SYSTEM_CLOCK, Clock
 from .control import Loop, Map, Router
 from .display import auto_show
 from .engine import scheduler
+from .engine.caching import plan_cache
 from .engine.policy import FlowPolicies, build_policies
 from .engine.states import RunStatus
 from .errors import FlowDefinitionError, RunnerError, UnknownNodeError
@@ -40,6 +44,10 @@ class Flow:
     wins); ``limits`` names shared limits (``{"llm": nf.Limit(max_concurrency=4)}``) that nodes
     take with ``uses=``; ``clock`` is what retry delays sleep on (``nf.FakeClock()`` in tests).
     See docs/resilience.md.
+
+    ``cache=True`` caches every node's result in memory (``cache="cache.db"``: in a SQLite file
+    you trust; ``@flow.node(cache=False)`` opts a node out): a node whose code and inputs did not
+    change is not run again. See docs/caching.md.
     """
 
     def __init__(
@@ -52,6 +60,7 @@ class Flow:
         limits: Mapping[str, Limit] | None = None,
         clock: Clock = SYSTEM_CLOCK,
         store: Any = None,
+        cache: bool | str | os.PathLike[str] | NodeCache | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
@@ -64,6 +73,8 @@ class Flow:
         self._retry = _options.flow_retry(name, retry)
         self._limits = _options.flow_limits(name, limits)
         self._clock = _options.flow_clock(name, clock)
+        self._cache = open_cache(cache, name)
+        self._node_cache: NodeCache | None = None  # for cache=True nodes while the flow's cache is off
         self._specs: dict[str, NodeSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
@@ -104,6 +115,29 @@ class Flow:
         self._clock = _options.flow_clock(self.name, value)
         self._graph = None
 
+    @property
+    def cache(self) -> NodeCache | None:
+        """Where node results are cached (None: off unless a node says ``cache=True``).
+
+        Set ``True``, a SQLite path, an ``nf.NodeCache`` or ``False``; see docs/caching.md.
+        """
+        return self._cache
+
+    @cache.setter
+    def cache(self, value: bool | str | os.PathLike[str] | NodeCache | None) -> None:
+        self._cache = open_cache(value, self.name)
+        self._graph = None
+
+    def clear_cache(self, *nodes: str) -> int:
+        """Forget this flow's cached results (of ``nodes`` only, if given); returns how many.
+
+        A cleared node runs again next time, and so does everything downstream of it.
+        """
+        for n in nodes:
+            if n not in self._specs:
+                raise UnknownNodeError(n, self._specs)
+        return sum(c.clear(self.name, nodes) for c in (self._cache, self._node_cache) if c is not None)
+
     # --- declaring -----------------------------------------------------------------------------
     @overload
     def node(self, func: F, /) -> F: ...
@@ -124,6 +158,7 @@ class Flow:
         on_error: OnError = "fail",
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
+        cache: bool | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -143,6 +178,7 @@ class Flow:
         on_error: OnError = "fail",
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
+        cache: bool | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -158,6 +194,9 @@ class Flow:
         ``"fail"``, ``"continue"`` or ``nf.Default(value)``; ``on_failure_of="node"`` makes this
         node that node's failure handler (the parameter named after it receives an
         ``nf.ErrorInfo``); ``uses="llm"`` (or a list) takes the flow's named limits per attempt.
+
+        ``cache=False`` never caches this node (non-deterministic or side effects); ``cache=True``
+        caches it even when the flow's cache is off (then in memory). See docs/caching.md.
         """
 
         register = self._register(
@@ -173,6 +212,7 @@ class Flow:
             on_error=on_error,
             on_failure_of=on_failure_of,
             uses=uses,
+            cache=cache,
         )
         return register(func) if func is not None else register
 
@@ -241,6 +281,7 @@ class Flow:
         on_error: OnError = "fail",
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
+        cache: bool | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -266,6 +307,7 @@ class Flow:
             on_failure_of=on_failure_of,
             uses=uses,
             limits=self._limits,
+            cache=cache,
         )
         if options:
             spec = _options.with_options(spec, options)
@@ -300,10 +342,20 @@ class Flow:
         stamp = self._stamp()
         if self._graph is None or self._graph_stamp != stamp:
             graph = compile_graph(self.name, self._specs, validate=self.validate)
-            self._policies = build_policies(graph, self._retry, self._limits, self._clock)
+            self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
             self._graph = graph
             self._graph_stamp = stamp
         return self._graph
+
+    def _with_cache(self, graph: Graph, policies: FlowPolicies) -> FlowPolicies:
+        default = self._cache is not None
+        if not default and not any(s.options.get("cache") for s in self._specs.values()):
+            return policies  # no caching: the policies (and the engine's fast path) are untouched
+        backend = self._cache
+        if backend is None:
+            backend = self._node_cache = self._node_cache or NodeCache()
+        plan = plan_cache(graph, backend, default, self.validate)
+        return policies if plan is None else dataclasses.replace(policies, cache=plan)
 
     def _resolved_policies(self) -> FlowPolicies:
         """Every node's resolved policy (retry, timeout, on_error, limits) and the failure handlers."""

@@ -91,10 +91,15 @@ class NodeRecord:
     when it failed; ``skip_reason`` says why it was skipped or cancelled. Times are epoch seconds.
     ``attempts`` lists every try; ``recovered`` is True when the node failed and
     ``on_error=nf.Default(...)`` supplied its output (it is then SUCCEEDED and keeps ``error``).
+    ``cached`` is True when the output came from the node cache (SUCCEEDED, no attempts, duration 0);
+    ``cache_key`` is the key a cached node was looked up under (docs/caching.md).
     """
 
     __slots__ = (
+        "_cache_id",
         "attempts",
+        "cache_key",
+        "cached",
         "capped",
         "error",
         "finished_at",
@@ -129,6 +134,9 @@ class NodeRecord:
         self.capped = False  # a loop that stopped at max_iterations
         self.subrun: Run | None = None  # a sub-flow: its own run record
         self.recovered = False
+        self.cached = False  # the output came from the node cache; the node did not run
+        self.cache_key: str | None = None  # the key the cache looked this node up under
+        self._cache_id: str | None = None  # what identifies this output in downstream keys
 
     def _to(self, new: NodeStatus) -> None:
         if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
@@ -162,6 +170,8 @@ class NodeRecord:
         dur = f" {self.duration * 1000:.1f}ms" if self.duration is not None else ""
         if len(self.attempts) > 1:
             dur += f" attempts={len(self.attempts)}"
+        if self.cached:
+            dur += " cached"
         return f"<NodeRecord {self.name!r} {self.status.name}{dur}{extra}>"
 
 
@@ -373,6 +383,7 @@ class Run:
                     "error_message": r.error_message,
                     "attempts": len(r.attempts),
                     "recovered": r.recovered,
+                    "cached": r.cached,
                     "started_at": pd.to_datetime(r.started_at, unit="s") if r.started_at else pd.NaT,
                     "duration_s": r.duration,
                     "reason": r.skip_reason,

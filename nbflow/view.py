@@ -99,6 +99,7 @@ def _draw_nodes(
         if rec is not None:
             label += f" ×{len(rec.attempts)}" if len(rec.attempts) > 1 else ""  # retries show in the picture
             label += " (recovered)" if rec.recovered else ""
+            label += " (cached)" if rec.cached else ""
         tooltip = (spec.doc.splitlines() or [name])[0]
         if rec is not None:
             if rec.error is not None:
@@ -186,7 +187,8 @@ def text_graph(graph: Graph, run: Run | None = None) -> str:
             feeds.insert(0, f"{handled} (on failure)")
         state = ""
         if run is not None and name in run.nodes:
-            state = f"  [{run.nodes[name].status.value}]"
+            rec = run.nodes[name]
+            state = f"  [{rec.status.value}{', cached' if rec.cached else ''}]"
         arrow = f" <- {', '.join(feeds)}" if feeds else ""
         lines.append(f"  {name}{arrow}{state}")
     return "\n".join(lines)

@@ -55,6 +55,8 @@ EXPECTED = {
     "Retry",
     "SystemClock",
     "is_transient",
+    # caching (docs/caching.md)
+    "NodeCache",
 }
 
 

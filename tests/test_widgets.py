@@ -557,3 +557,23 @@ async def test_a_free_text_question_reports_a_bad_answer_and_allows_another(comm
         await view._answer_task
     assert "AnswerError" in box.children[2].value and not send.disabled
     assert run.status is nf.RunStatus.PAUSED
+
+
+async def test_the_graph_says_which_nodes_came_from_the_cache(comm_log: list[Any]) -> None:
+    flow = nf.Flow("cached_view", cache=True)
+
+    @flow.node
+    def source(n: int) -> int:
+        return n
+
+    @flow.node(cache=False)
+    def sink(source: int) -> int:
+        return source + 1
+
+    flow.run(n=1, show=False)
+    view = RunView(flow.run(n=1, show=False))
+    texts = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r'<g id="node-(\w+)"[\s\S]*?>(succeeded[^<]*)</text>', view.graph.value)
+    }
+    assert texts == {"source": "succeeded (cached)", "sink": "succeeded"}

@@ -64,6 +64,7 @@ class NodeSucceeded(NodeEvent):
     duration: float
     overridden: bool = False
     recovered: bool = False  # the node failed and on_error=nf.Default(...) supplied its output
+    cached: bool = False  # the output came from the node cache: the node did not run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

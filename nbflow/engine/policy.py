@@ -20,6 +20,7 @@ from ..graph import GNode, Graph
 from ..limits import Limit
 from ..policies import Default, Failed, OnError, Retry
 from ..run import Attempt, NodeRecord, Run
+from .caching import CachePlan
 from .events import NodeFailed, NodeRetrying, NodeStarted, NodeSucceeded
 from .node import format_user_traceback, invoke, mark_paused
 from .pause import PauseSignal
@@ -46,10 +47,11 @@ class FlowPolicies:
     handler_of: Mapping[str, str]  # failed node -> the node that handles its failure
     handles: Mapping[str, str]  # handler -> the node whose failure it handles
     clock: Clock = SYSTEM_CLOCK
+    cache: CachePlan | None = None  # node caching (engine/caching.py); None: off
 
     @property
     def active(self) -> bool:
-        return bool(self.nodes or self.handles)
+        return bool(self.nodes or self.handles) or self.cache is not None
 
     def continues(self, name: str) -> bool:
         pol = self.nodes.get(name)

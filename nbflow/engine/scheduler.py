@@ -77,6 +77,7 @@ class _Scheduler:
         self.loop = asyncio.get_running_loop()
         self.policies = policies
         self.special = policies.active  # False: the plain rules, none of the policy lookups below
+        self.cache = policies.cache.session(run, inputs) if policies.cache is not None else None
         self.why = "run cancelled"
         self.deadline_hit = False
 
@@ -282,6 +283,12 @@ class _Scheduler:
             elif self.policies.continues(dep.source):
                 kwargs[dep.param] = _info(Failed, src)
                 marked = True
+        key = None
+        cache = self.cache
+        if cache is not None:  # a hit records the node SUCCEEDED (cached) without running it
+            key = await cache.lookup(g, rec, kwargs, fed_failure=marked or handles is not None)
+            if rec.cached:
+                return
         pol = self.policies.nodes.get(name)
         try:
             if pol is None and not marked:
@@ -291,6 +298,9 @@ class _Scheduler:
         except BaseException:
             self.cancel_node(rec, f"{self.why} while the node was running")
             raise
+        finally:
+            if cache is not None and key is not None:
+                cache.done(rec, key)
 
     def cancel_node(self, rec: NodeRecord, reason: str) -> None:
         if rec.status.finished:

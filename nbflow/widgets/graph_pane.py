@@ -48,7 +48,7 @@ class NodeLook:
     status: NodeStatus | None
     tooltip: str
     selected: bool = False
-    note: str = ""  # after the state in the label: " ×3" (attempts), " (recovered)"
+    note: str = ""  # after the state in the label: " ×3" (attempts), " (recovered)", " (cached)"
 
 
 def node_paths(graph: Graph, prefix: str = "") -> Iterator[tuple[str, GNode]]:
@@ -102,8 +102,10 @@ def _looks(
                 doc = docs.get(path, "")
                 tip = f"{path}: {rec.status.value}" + (f" — {doc}" if doc else "")
             attempts = len(getattr(rec, "attempts", ()))
-            note = (f" ×{attempts}" if attempts > 1 else "") + (
-                " (recovered)" if getattr(rec, "recovered", False) else ""
+            note = (
+                (f" ×{attempts}" if attempts > 1 else "")
+                + (" (recovered)" if getattr(rec, "recovered", False) else "")
+                + (" (cached)" if getattr(rec, "cached", False) else "")
             )
             out[path] = NodeLook(rec.status, redact(tip[:300]), path == selected, note)
         child = getattr(g.spec, "flow", None)
