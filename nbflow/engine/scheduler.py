@@ -28,7 +28,7 @@ from .events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunP
 from .node import call_node
 from .pause import ACTIVE, WorkerContext
 from .policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
-from .states import NodeStatus, RunStatus
+from .states import NODE_FINAL, NodeStatus, RunStatus
 
 __all__ = ["execute", "validate_inputs"]
 
@@ -76,6 +76,7 @@ class _Scheduler:
         self.crash: BaseException | None = None
         self.loop = asyncio.get_running_loop()
         self.policies = policies
+        self.fresh = run.status is RunStatus.PENDING  # not a resumed run: no record is final yet
         self.special = policies.active  # False: the plain rules, none of the policy lookups below
         self.cache = policies.cache.session(run, inputs) if policies.cache is not None else None
         self.why = "run cancelled"
@@ -102,8 +103,14 @@ class _Scheduler:
                     )
                 )
         nodes = self.graph.nodes
+        if self.fresh and not self.overrides:
+            # A fresh run (the common case): no record is final yet, so what can start is what waits
+            # for nothing; the loop below is for resumed runs and overrides.
+            self.ready.extend(name for name, count in self.waiting.items() if not count)
+            self.order = ()
+        records = self.records
         for name in self.order:  # topological: every upstream is decided before its node
-            if not self.records[name].status.finished:
+            if records[name].status not in NODE_FINAL:
                 if self.waiting[name]:
                     continue
                 reason = self.skip_reason(name)
@@ -375,7 +382,7 @@ async def execute(
         await sched.finished.wait()
         if sched.crash is not None:
             raise sched.crash
-        if sched.deadline_hit and any(not r.status.finished for r in run.nodes.values()):
+        if sched.deadline_hit and any(r.status not in NODE_FINAL for r in run.nodes.values()):
             await sched.cancel_all()
             run.reason = sched.why
             _finish(run, RunStatus.CANCELLED, t0)
@@ -388,7 +395,7 @@ async def execute(
         if deadline is not None:
             deadline.cancel()
     run._pause_requested = False
-    if any(not r.status.finished for r in run.nodes.values()):  # blocked by a question, or paused
+    if any(r.status not in NODE_FINAL for r in run.nodes.values()):  # blocked by a question, or paused
         _pause(run, t0)
         return run
     # Skipped is a normal outcome (a branch not taken); only a failed node fails the run, unless

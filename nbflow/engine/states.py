@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from ..errors import StateTransitionError
 
-__all__ = ["NODE_TRANSITIONS", "NodeStatus", "RunStatus", "check_node_transition", "check_run_transition"]
+__all__ = ["NODE_FINAL", "NODE_TRANSITIONS", "NodeStatus", "RunStatus", "check_node_transition", "check_run_transition"]
 
 
 class RunStatus(StrEnum):
@@ -33,11 +33,11 @@ class NodeStatus(StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self in _NODE_FINAL
+        return self in NODE_FINAL
 
 
 _RUN_FINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
-_NODE_FINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED})
+NODE_FINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED})
 
 _RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
@@ -51,7 +51,7 @@ _RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 NODE_TRANSITIONS: dict[NodeStatus, frozenset[NodeStatus]] = {
     # PENDING -> SUCCEEDED is an override (value injected without running).
     NodeStatus.PENDING: frozenset({NodeStatus.RUNNING, NodeStatus.SKIPPED, NodeStatus.CANCELLED, NodeStatus.SUCCEEDED}),
-    NodeStatus.RUNNING: frozenset({NodeStatus.PAUSED, *_NODE_FINAL}),
+    NodeStatus.RUNNING: frozenset({NodeStatus.PAUSED, *NODE_FINAL}),
     NodeStatus.PAUSED: frozenset({NodeStatus.RUNNING, NodeStatus.CANCELLED}),
     NodeStatus.SUCCEEDED: frozenset(),
     NodeStatus.FAILED: frozenset(),
