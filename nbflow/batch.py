@@ -129,7 +129,7 @@ def batch(
     ``store_secrets=True``; ``max_consecutive_failures=N`` stops starting rows after N failures in a
     row; ``timeout`` bounds the whole batch, ``row_timeout`` each row; ``progress`` None (auto),
     True, False or a renderer. ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
-    its workers, ``chunk_size`` rows per task (default: ``concurrency``), same result; see docs/batch.md.
+    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md.
 
     Raises BatchError / MissingColumnError before anything runs if the rows cannot feed the flow.
     On Ctrl-C or a kernel interrupt raises BatchInterrupted, whose ``.frame`` keeps every finished row.

@@ -1,7 +1,7 @@
 """``flow.batch(rows, executor=client)``: the rows of a batch run on Dask workers, the result is the same.
 
 The client process keeps everything a local batch keeps: the cases, the progress, the store and
-the DataFrame. Workers get chunks of rows (``chunk_size``, default ``concurrency``) and the flow,
+the DataFrame. Workers get chunks of rows (``chunk_size``, default: see ``default_chunk_size``) and the flow,
 pickled once per batch with cloudpickle (its definition only, see nbflow/_flow_pickle.py); each
 chunk runs with the local batch engine on the worker, ``concurrency`` rows at a time, and sends
 back one result dict per row. Results are merged as chunks finish: progress, the store (written
@@ -229,9 +229,10 @@ async def _run_remote(
     from .batch import _clip, _finish_partial, _render, _stop_warning
 
     flow, cases, opts = state.flow, state.cases, state.opts
-    size = opts.chunk_size or opts.concurrency
+    threads = max(1, sum(client.nthreads().values()))
+    size = opts.chunk_size or default_chunk_size(len(todo), threads, opts.concurrency)
     chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
-    window = max(2, 2 * sum(client.nthreads().values()))  # chunks submitted ahead: workers never idle
+    window = 2 * threads  # chunks submitted ahead, so workers never wait for the client
     loop = asyncio.get_running_loop()
     arrived: asyncio.Queue[tuple[Any, tuple[bool, Any]]] = asyncio.Queue()
     in_flight: dict[Any, list[int]] = {}
@@ -283,6 +284,14 @@ async def _run_remote(
             client.cancel(futures)
 
     deadline = None if opts.timeout is None else loop.time() + opts.timeout
+    next_render = loop.time() + REFRESH
+
+    def render() -> None:
+        nonlocal next_render
+        if renderer is not None and loop.time() >= next_render:
+            next_render = loop.time() + REFRESH
+            _render(renderer, "update", progress)
+
     try:
         submit()
         while in_flight:
@@ -295,8 +304,7 @@ async def _run_remote(
                 # Short waits also wake the loop 4x/s, which keeps a kernel interrupt prompt (ipykernel #881).
                 future, (ok, value) = await asyncio.wait_for(arrived.get(), wait)
             except TimeoutError:
-                if renderer is not None:
-                    _render(renderer, "update", progress)
+                render()
                 continue
             rows = in_flight.pop(future, None)
             if rows is None:
@@ -325,6 +333,7 @@ async def _run_remote(
                 cancel_in_flight()
                 break
             submit()
+            render()
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
             cancel_in_flight()
@@ -343,6 +352,15 @@ async def _run_remote(
     if renderer is not None:
         _render(renderer, "close", progress)
     _stop_warning(state, store is not None)
+
+
+def default_chunk_size(rows: int, threads: int, concurrency: int) -> int:
+    """Rows per Dask task: ~4 tasks per worker thread, at least ``concurrency``, at most ``10 × concurrency``.
+
+    A task costs milliseconds of scheduling, so a chunk should hold many rows; but results,
+    progress and the store only see a chunk when it ends, so not too many.
+    """
+    return max(concurrency, min(-(-rows // (4 * threads)), 10 * concurrency))
 
 
 def _chunk_results(rows: list[int], ok: bool, value: Any, cases: Cases) -> list[tuple[int, dict[str, Any]]]:

@@ -210,3 +210,13 @@ def test_bad_executor_options(client: Any) -> None:
         flow.batch([{"x": 1}], chunk_size=4, progress=False)
     with pytest.raises(nf.BatchError, match="chunk_size= is the number of rows per Dask task"):
         flow.batch([{"x": 1}], executor=client, chunk_size=0, progress=False)
+
+
+def test_the_batch_timeout_cancels_the_chunks_in_flight(client: Any) -> None:
+    flow = scoring("dask-timeout", sleep=0.3)
+    rows = [{"x": i} for i in (0, 1, 2, 4, 5, 6, 7, 8)]  # 8 rows of 0.3 s on 2 workers: at least 1.2 s
+    with pytest.warns(nf.NbflowWarning, match="stopped early, timeout"):
+        frame = flow.batch(rows, executor=client, chunk_size=1, timeout=0.5, progress=False)
+    assert frame.attrs["stopped"] == "timeout: the batch did not finish within 0.5s"
+    statuses = set(frame["status"])
+    assert statuses <= {"succeeded", "cancelled", "pending"} and statuses != {"succeeded"}
