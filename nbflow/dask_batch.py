@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import pickle
 import threading
 import uuid
@@ -49,15 +50,20 @@ def remote_rows(state: _State) -> RowsRunner:
     """Check the client and the rows, pickle the flow; return the coroutine function that runs the rows.
 
     Raises BatchError before anything runs: not a synchronous ``distributed.Client``, an
-    ``nf.Secret`` input, or a flow that cannot be pickled.
+    ``nf.Secret`` input or one held by the flow, or a flow that cannot be pickled.
     """
     client = _check_client(state.opts.executor)
     flow = state.flow
     _check_secrets(flow, state.cases)
     try:
-        import cloudpickle
-
-        blob = cloudpickle.dumps(flow)
+        blob = _pickle_flow(flow)
+    except _SecretInFlow:
+        raise BatchError(
+            f"flow {flow.name!r} holds an nf.Secret (a node's default value, or a global or closure variable a "
+            f"node uses), which cannot be sent to Dask workers: a Secret pickles as REDACTED by design. Provide "
+            f"the secret on the workers instead, e.g. read it inside the node from an environment variable set on "
+            f"every worker (os.environ[...])"
+        ) from None
     except Exception as exc:
         raise BatchError(
             f"flow {flow.name!r} cannot be sent to Dask workers: pickling it failed with {type(exc).__name__}: {exc}. "
@@ -77,6 +83,25 @@ def remote_rows(state: _State) -> RowsRunner:
         await _run_remote(state, client, blob, todo, store, secret, progress, renderer)
 
     return run
+
+
+class _SecretInFlow(Exception):
+    pass
+
+
+def _pickle_flow(flow: Flow) -> bytes:
+    """cloudpickle the flow, refusing any nf.Secret in it (it would arrive as REDACTED)."""
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, Secret):
+                raise _SecretInFlow
+            return super().reducer_override(obj)
+
+    with io.BytesIO() as buffer:
+        Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(flow)
+        return buffer.getvalue()
 
 
 def _check_client(executor: Any) -> Any:

@@ -159,6 +159,27 @@ def test_a_secret_input_is_refused_before_anything_runs(client: Any, tmp_path: P
         assert store.batches() == []
 
 
+def test_a_secret_held_by_the_flow_is_refused_too(client: Any) -> None:
+    key = nf.Secret("sk-2")
+    flow = nf.Flow("dask-secret-held")
+
+    @flow.node
+    def call(x: int, api_key: str = key) -> int:
+        return x
+
+    with pytest.raises(nf.BatchError, match=r"flow 'dask-secret-held' holds an nf\.Secret.*os\.environ"):
+        flow.batch([{"x": 1}], executor=client, progress=False)
+
+    closure = nf.Flow("dask-secret-closure")
+
+    @closure.node
+    def uses(x: int) -> str:
+        return key.reveal()
+
+    with pytest.raises(nf.BatchError, match=r"holds an nf\.Secret"):
+        closure.batch([{"x": 1}], executor=client, progress=False)
+
+
 def test_limits_are_per_worker_process_and_say_so_once(client: Any) -> None:
     flow = nf.Flow("dask-limits", limits={"llm": nf.Limit(max_concurrency=1)})
 
