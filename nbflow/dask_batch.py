@@ -8,9 +8,9 @@ back one result dict per row. Results are merged as chunks finish: progress, the
 by this process only, so ``resume=`` works as locally) and the circuit breaker see them at once.
 
 What does not hold across processes: an ``nf.Limit`` bounds calls per worker process, an
-in-memory cache is per worker process, ``nf.Secret`` inputs cannot be sent (they pickle as
-REDACTED by design). A cancelled chunk already running on a worker runs to its end there (Dask
-cannot stop a running task); its rows are reported ``cancelled``.
+in-memory cache is per worker process, an ``nf.Secret`` cannot be sent (it pickles as REDACTED by
+design, so it is refused). Dask cannot stop a running task: a running chunk polls its own task
+state and cancels its rows when the client cancelled it; its rows are reported ``cancelled``.
 
 Dask is imported only when a batch is sent to it: ``import nbflow`` never imports it.
 """
@@ -203,8 +203,16 @@ def _run_chunk(
     state = _State.new(flow, Cases(cases, [], [], {}, outputs), opts)
     progress = BatchProgress(flow.name, len(cases))
 
+    cancelled = _cancel_watch()
+
     async def main() -> None:
-        await _run_rows(state, list(range(len(cases))), None, [], progress, None)
+        rows = asyncio.ensure_future(_run_rows(state, list(range(len(cases))), None, [], progress, None))
+        while not rows.done():
+            await asyncio.wait({rows}, timeout=_WATCH)
+            if not rows.done() and cancelled():
+                rows.cancel()  # the client dropped this chunk: stop its rows and free the worker
+        if not rows.cancelled():
+            rows.result()
 
     anyio.run(main)
     keep = (*outputs, *STATUS_COLUMNS)
@@ -218,6 +226,33 @@ def _run_chunk(
         return cloudpickle.dumps(rows)
     except Exception:
         return cloudpickle.dumps([_sendable(index, row, outputs) for index, row in rows])
+
+
+_WATCH = 0.5  # seconds between checks that the client still wants a running chunk
+
+
+def _cancel_watch() -> Callable[[], bool]:
+    """On a Dask worker: a check that this task was cancelled by the client (Dask cannot stop a running task).
+
+    Reads the worker's own state for the task (no message to the scheduler). Outside a worker, or
+    if Dask's internals change, the chunk simply runs to its end.
+    """
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        key = worker.get_current_task()
+    except Exception:
+        return lambda: False
+
+    def cancelled() -> bool:
+        try:
+            task = worker.state.tasks.get(key)
+            return task is None or task.state in ("cancelled", "released", "forgotten")
+        except Exception:
+            return False
+
+    return cancelled
 
 
 def _sendable(index: int, row: dict[str, Any], outputs: list[str]) -> tuple[int, dict[str, Any]]:

@@ -241,3 +241,21 @@ def test_the_batch_timeout_cancels_the_chunks_in_flight(client: Any) -> None:
     assert frame.attrs["stopped"] == "timeout: the batch did not finish within 0.5s"
     statuses = set(frame["status"])
     assert statuses <= {"succeeded", "cancelled", "pending"} and statuses != {"succeeded"}
+
+
+def test_a_cancelled_chunk_stops_on_its_worker_and_frees_it(client: Any) -> None:
+    flow = nf.Flow("dask-hang")
+
+    @flow.node
+    async def wait(i: int) -> int:
+        if i >= 2:
+            await asyncio.sleep(600)
+        return i
+
+    rows = [{"i": i} for i in range(6)]
+    with pytest.warns(nf.NbflowWarning, match="stopped early, timeout"):
+        first = flow.batch(rows, executor=client, chunk_size=1, timeout=2.0, progress=False)
+    assert set(first["status"].iloc[2:]) <= {"cancelled", "pending"}
+    # Both workers held a 10-minute row when the batch stopped: they are free again only if those stopped.
+    again = flow.batch([{"i": 0}, {"i": 1}], executor=client, timeout=30, progress=False)
+    assert list(again["status"]) == ["succeeded", "succeeded"]
