@@ -293,6 +293,8 @@ async def _run_remote(
     size = opts.chunk_size or default_chunk_size(len(todo), threads, opts.concurrency)
     chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
     window = 2 * threads  # chunks submitted ahead, so workers never wait for the client
+    # Sent to the cluster once; each worker fetches it once, not with every chunk (a flow may close over big data).
+    flow_data = client.scatter(blob, hash=False) if todo else None
     loop = asyncio.get_running_loop()
     arrived: asyncio.Queue[tuple[Any, tuple[bool, Any]]] = asyncio.Queue()
     in_flight: dict[Any, list[int]] = {}
@@ -319,7 +321,7 @@ async def _run_remote(
             items = [(i, cases.cases[i].inputs) for i in rows]
             future = client.submit(
                 _run_chunk,
-                blob,
+                flow_data,
                 items,
                 cases.outputs,
                 opts.concurrency,
@@ -395,8 +397,7 @@ async def _run_remote(
             submit()
             render()
     except BaseException as exc:
-        with anyio.CancelScope(shield=True):
-            cancel_in_flight()
+        cancel_in_flight()
         progress.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
         progress.finished_at = progress.clock()
         _finish_partial(state)

@@ -259,3 +259,15 @@ def test_a_cancelled_chunk_stops_on_its_worker_and_frees_it(client: Any) -> None
     # Both workers held a 10-minute row when the batch stopped: they are free again only if those stopped.
     again = flow.batch([{"i": 0}, {"i": 1}], executor=client, timeout=30, progress=False)
     assert list(again["status"]) == ["succeeded", "succeeded"]
+
+
+def test_a_flow_closing_over_big_data_is_sent_once_not_per_chunk(client: Any) -> None:
+    table = bytes(12_000_000)  # Dask warns about task graphs over 10 MB (an error under pytest)
+    flow = nf.Flow("dask-big")
+
+    @flow.node
+    def size(x: int) -> int:
+        return len(table) + x
+
+    frame = flow.batch([{"x": i} for i in range(6)], executor=client, chunk_size=1, progress=False)
+    assert list(frame["size"]) == [12_000_000 + i for i in range(6)]
