@@ -18,6 +18,8 @@ Dask is imported only when a batch is sent to it: ``import nbflow`` never import
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import hashlib
 import io
 import pickle
@@ -343,7 +345,8 @@ async def _run_remote(
         progress.in_flight = 0
         in_flight.clear()
         if futures:
-            client.cancel(futures)
+            with contextlib.suppress(Exception):  # a closed client: nothing left to cancel, keep the rows
+                client.cancel(futures)
 
     deadline = None if opts.timeout is None else loop.time() + opts.timeout
     next_render = loop.time() + REFRESH
@@ -377,7 +380,7 @@ async def _run_remote(
                 if result["status"] == "succeeded":
                     progress.succeeded += 1
                     consecutive = 0
-                else:
+                elif result["status"] == "failed":
                     progress.failed += 1
                     consecutive += 1
                     last_error = f"{result['error_type']}: {result['error_message']}"
@@ -425,21 +428,25 @@ def default_chunk_size(rows: int, threads: int, concurrency: int) -> int:
 
 
 def _chunk_results(rows: list[int], ok: bool, value: Any, cases: Cases) -> list[tuple[int, dict[str, Any]]]:
+    what = "the Dask task running this row failed"
     if ok:
         try:
             returned: list[tuple[int, dict[str, Any]]] = pickle.loads(value)
         except Exception as exc:  # e.g. an output whose class the client cannot import
             ok, value = False, exc
+            what = "the results of this row's chunk cannot be unpickled here, in the client"
         else:
             return [(i, {**cases.cases[i].row, **result}) for i, result in returned]
-    status = "cancelled" if isinstance(value, asyncio.CancelledError) else "failed"
+    # Dask raises concurrent.futures' CancelledError (a cancelled future), asyncio's is a BaseException.
+    cancelled = isinstance(value, asyncio.CancelledError | concurrent.futures.CancelledError)
+    status = "cancelled" if cancelled else "failed"
     out = []
     for i in rows:
         result = _unrun(cases.cases[i], cases.outputs, status)
         if status == "failed":
             result.update(
                 error_type=type(value).__name__,
-                error_message=f"the Dask task running this row failed: {_short(value)}",
+                error_message=f"{what}: {_short(value)}",
             )
         out.append((i, result))
     return out

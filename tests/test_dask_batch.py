@@ -271,3 +271,26 @@ def test_a_flow_closing_over_big_data_is_sent_once_not_per_chunk(client: Any) ->
 
     frame = flow.batch([{"x": i} for i in range(6)], executor=client, chunk_size=1, progress=False)
     assert list(frame["size"]) == [12_000_000 + i for i in range(6)]
+
+
+def test_a_chunk_whose_results_cannot_be_received_fails_its_rows_only(client: Any) -> None:
+    flow = nf.Flow("dask-bomb")
+
+    def explode() -> None:
+        raise RuntimeError("cannot rebuild this here")
+
+    class Bomb:
+        def __reduce__(self) -> Any:
+            return (explode, ())
+
+    @flow.node
+    def make(x: int) -> Any:
+        return Bomb() if x == 1 else x
+
+    frame = flow.batch([{"x": i} for i in range(4)], executor=client, chunk_size=2, progress=False)
+    assert list(frame["status"]) == ["failed", "failed", "succeeded", "succeeded"]
+    assert set(frame["error_type"].iloc[:2]) == {"RuntimeError"}
+    assert frame["error_message"].iloc[0] == (
+        "the results of this row's chunk cannot be unpickled here, in the client: cannot rebuild this here"
+    )
+    assert list(frame["make"].iloc[2:]) == [2, 3]
