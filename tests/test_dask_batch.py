@@ -294,3 +294,23 @@ def test_a_chunk_whose_results_cannot_be_received_fails_its_rows_only(client: An
         "the results of this row's chunk cannot be unpickled here, in the client: cannot rebuild this here"
     )
     assert list(frame["make"].iloc[2:]) == [2, 3]
+
+
+def test_row_timeout_and_outputs_hold_on_the_workers(client: Any) -> None:
+    flow = nf.Flow("dask-row-timeout")
+
+    @flow.node
+    async def slow(x: int) -> int:
+        if x == 1:
+            await asyncio.sleep(600)
+        return x
+
+    @flow.node
+    def never_asked(slow: int) -> int:
+        raise AssertionError("outputs= asks for 'slow' only")
+
+    frame = flow.batch([{"x": 0}, {"x": 1}], executor=client, outputs="slow", row_timeout=0.3, progress=False)
+    assert list(frame.columns[:2]) == ["x", "slow"] and "never_asked" not in frame
+    assert list(frame["status"]) == ["succeeded", "failed"]
+    assert frame["error_type"].iloc[1] == "TimeoutError" and frame["error_node"].iloc[1] == "slow"
+    assert frame["error_message"].iloc[1] == "the row did not finish within row_timeout=0.3s"
