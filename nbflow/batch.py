@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
+    from .dask_batch import RowsRunner
     from .dsl import Flow
 
 __all__ = ["abatch", "batch"]
@@ -60,6 +61,8 @@ class _Options:
     timeout: float | None
     row_timeout: float | None
     progress: Any
+    executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/dask_batch.py)
+    chunk_size: int | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +106,8 @@ def batch(
     timeout: float | None = None,
     row_timeout: float | None = None,
     progress: Any = None,
+    executor: Any = None,
+    chunk_size: int | None = None,
 ) -> pd.DataFrame:
     """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
 
@@ -123,7 +128,8 @@ def batch(
     secret-looking columns (api_key, token, password, secret) are not stored unless
     ``store_secrets=True``; ``max_consecutive_failures=N`` stops starting rows after N failures in a
     row; ``timeout`` bounds the whole batch, ``row_timeout`` each row; ``progress`` None (auto),
-    True, False or a renderer.
+    True, False or a renderer. ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
+    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md.
 
     Raises BatchError / MissingColumnError before anything runs if the rows cannot feed the flow.
     On Ctrl-C or a kernel interrupt raises BatchInterrupted, whose ``.frame`` keeps every finished row.
@@ -141,6 +147,8 @@ def batch(
         timeout,
         row_timeout,
         progress,
+        executor,
+        chunk_size,
     )
     state = _State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
 
@@ -174,6 +182,8 @@ async def abatch(
     timeout: float | None = None,
     row_timeout: float | None = None,
     progress: Any = None,
+    executor: Any = None,
+    chunk_size: int | None = None,
 ) -> pd.DataFrame:
     """Like ``flow.batch`` (same options and result) on the running event loop.
 
@@ -194,6 +204,8 @@ async def abatch(
         timeout,
         row_timeout,
         progress,
+        executor,
+        chunk_size,
     )
     state = _State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
     return await _drive(state)
@@ -212,6 +224,8 @@ def _options(
     timeout: float | None,
     row_timeout: float | None,
     progress: Any,
+    executor: Any = None,
+    chunk_size: int | None = None,
 ) -> _Options:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise BatchError(f"concurrency= is the number of rows in flight, a positive int; got {concurrency!r}")
@@ -226,6 +240,10 @@ def _options(
         raise BatchError("resume=True needs store= (the SQLite file the earlier batch wrote to)")
     if batch_id is not None and (not isinstance(batch_id, str) or not batch_id):
         raise BatchError(f"batch_id= must be a non-empty string, got {batch_id!r}")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
+        raise BatchError(f"chunk_size= is the number of rows per Dask task, a positive int; got {chunk_size!r}")
+    if chunk_size is not None and executor is None:
+        raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
     return _Options(
         concurrency,
         outputs,
@@ -239,6 +257,8 @@ def _options(
         timeout,
         row_timeout,
         progress,
+        executor,
+        chunk_size,
     )
 
 
@@ -249,6 +269,11 @@ async def _drive(state: _State) -> pd.DataFrame:
     flow, cases, opts = state.flow, state.cases, state.opts
     n = len(cases.cases)
     secret = [] if opts.store_secrets else [c for c in cases.columns if is_secret_name(c)]
+    run_rows: RowsRunner = _run_rows
+    if opts.executor is not None:  # checks the client and pickles the flow before anything runs
+        from .dask_batch import remote_rows
+
+        run_rows = remote_rows(state)
     store, own_store = _open_store(opts.store)
     progress = BatchProgress(flow.name, n)
     try:
@@ -259,7 +284,7 @@ async def _drive(state: _State) -> pd.DataFrame:
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
-        await _run_rows(state, todo, store, secret, progress, renderer)
+        await run_rows(state, todo, store, secret, progress, renderer)
     finally:
         if own_store and store is not None:
             store.close()
@@ -431,14 +456,18 @@ async def _run_rows(
     _finish_partial(state)
     if renderer is not None:
         _render(renderer, "close", progress)
+    _stop_warning(state, store is not None)
+
+
+def _stop_warning(state: _State, stored: bool) -> None:
     if state.stopped is not None:
         left = sum(1 for r in state.results if r is not None and r["status"] in ("pending", "cancelled"))
-        fix = "fix the cause and run again" + (" with resume=True" if store is not None else "")
+        fix = "fix the cause and run again" + (" with resume=True" if stored else "")
         warnings.warn(
-            f"batch of flow {flow.name!r} stopped early, {state.stopped}; {left} rows were not finished "
+            f"batch of flow {state.flow.name!r} stopped early, {state.stopped}; {left} rows were not finished "
             f"(status 'pending' or 'cancelled', see frame.attrs['stopped']); {fix}",
             NbflowWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

@@ -563,6 +563,12 @@ class Flow:
         run._flow = self
         return run.resume(answer, **kw)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickling (Dask workers, copies) sends the definition only: see nbflow/_flow_pickle.py.
+        from ._flow_pickle import reduce_flow
+
+        return reduce_flow(self)
+
     # --- showing -------------------------------------------------------------------------------
     def to_dot(self, run: Run | None = None) -> Any:
         """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given)."""
