@@ -441,22 +441,31 @@ async def _run_rows(
                 await _cancel(tasks)
     except BaseException as exc:
         await _cancel([*tasks, refresher])
-        progress.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
-        progress.finished_at = progress.clock()
-        _finish_partial(state)
-        if renderer is not None:
-            _render(renderer, "close", progress)
-        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, BatchInterrupted):
-            assert state.frame is not None
-            raise BatchInterrupted(state.frame, flow.name) from exc
-        raise
+        outcome = stopped_by(exc, state, progress, renderer, flow.name)
+        if outcome is exc:
+            raise
+        raise outcome from exc
     await _cancel([refresher])
-    progress.stopped = state.stopped
+    end_batch(state, progress, renderer, state.stopped)
+    _stop_warning(state, store is not None)
+
+
+def end_batch(state: Any, progress: Any, renderer: Any, stopped: str | None) -> None:
+    """Close a batch that stopped for any reason: the frame gets every row, the progress its end."""
+    progress.stopped = stopped
     progress.finished_at = progress.clock()
     _finish_partial(state)
     if renderer is not None:
         _render(renderer, "close", progress)
-    _stop_warning(state, store is not None)
+
+
+def stopped_by(exc: BaseException, state: Any, progress: Any, renderer: Any, flow_name: str) -> BaseException:
+    """End a batch stopped by ``exc``; what to raise: a BatchInterrupted carrying the frame for an interrupt."""
+    end_batch(state, progress, renderer, "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled")
+    if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, BatchInterrupted):
+        assert state.frame is not None
+        return BatchInterrupted(state.frame, flow_name)
+    return exc
 
 
 def _stop_warning(state: _State, stored: bool) -> None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._batch_rows import STATUS_COLUMNS, Case, Cases
-from .errors import BatchError, BatchInterrupted, NbflowWarning
+from .errors import BatchError, NbflowWarning
 from .progress import REFRESH, BatchProgress
 from .secret import Secret
 
@@ -288,7 +288,7 @@ async def _run_remote(
     progress: BatchProgress,
     renderer: Any,
 ) -> None:
-    from .batch import _clip, _finish_partial, _render, _stop_warning
+    from .batch import _clip, _render, _stop_warning, end_batch, stopped_by
 
     flow, cases, opts = state.flow, state.cases, state.opts
     threads = max(1, sum(client.nthreads().values()))
@@ -401,20 +401,11 @@ async def _run_remote(
             render()
     except BaseException as exc:
         cancel_in_flight()
-        progress.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled"
-        progress.finished_at = progress.clock()
-        _finish_partial(state)
-        if renderer is not None:
-            _render(renderer, "close", progress)
-        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, BatchInterrupted):
-            assert state.frame is not None
-            raise BatchInterrupted(state.frame, flow.name) from exc
-        raise
-    progress.stopped = state.stopped
-    progress.finished_at = progress.clock()
-    _finish_partial(state)
-    if renderer is not None:
-        _render(renderer, "close", progress)
+        outcome = stopped_by(exc, state, progress, renderer, flow.name)
+        if outcome is exc:
+            raise
+        raise outcome from exc
+    end_batch(state, progress, renderer, state.stopped)
     _stop_warning(state, store is not None)
 
 
