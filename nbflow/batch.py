@@ -31,7 +31,8 @@ from .errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from .progress import REFRESH, BatchProgress, make_renderer
 from .run import Run
 from .runner import call_blocking, in_kernel
-from .store import BatchStore, is_secret_name
+from .secret import is_secret_name
+from .store import BatchStore
 
 if TYPE_CHECKING:
     import os

@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
-__all__ = ["REDACTED", "Secret", "looks_secret", "redact"]
+__all__ = ["REDACTED", "Secret", "is_secret_name", "redact"]
 
-# Whole words, in any case style: "auth_token", "OPENAI_API_KEY", "apiKey", "db_password" are
-# secrets; "max_tokens", "author", "tokenizer" are not (a batch would otherwise drop such columns).
+# The one rule for secret names (stores, checkpoints, caches, batch ids, Dask and the widgets all ask
+# is_secret_name). A name is split into parts on ``_``, ``-``, ``.``, spaces and camelCase, in any case
+# style: ``HF_TOKEN``, ``hfToken``, ``hf-token``, ``db_pwd``, ``OPENAI_API_KEY``, ``session_cookie`` are
+# secret; ``max_tokens``, ``author``, ``tokenizer`` are not (a batch would otherwise drop such columns).
 _SECRET_WORDS = frozenset(
-    {"token", "password", "passwd", "secret", "credential", "credentials", "auth", "authorization", "apikey"}
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "secret",
+        "token",
+        "auth",
+        "authorization",
+        "credential",
+        "credentials",
+        "cookie",
+        "apikey",
+        "passphrase",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+    }
 )
-_SECRET_JOINED = ("apikey", "privatekey", "accesskey", "secretkey")
+_SECRET_PAIRS = frozenset(
+    {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("client", "secret")}
+)
+_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
 class Secret(str):
@@ -62,15 +84,16 @@ def _redacted() -> _Redacted:
     return REDACTED
 
 
-def looks_secret(name: str) -> bool:
-    """True for names such as ``api_key``, ``token``, ``password``: treated as secrets when shown."""
-    words = [w.lower() for w in re.findall(r"[A-Za-z][a-z]*|[0-9]+", name)]
-    if any(w in _SECRET_WORDS for w in words):
+def is_secret_name(name: object) -> bool:
+    """True when ``name`` looks like it holds a secret (``api_key``, ``HF_TOKEN``, ``db_pwd``, ``apiKey``...)."""
+    if not isinstance(name, str):
+        return False
+    parts = [p.lower() for p in _SPLIT.split(name) if p]
+    if any(p in _SECRET_WORDS for p in parts):
         return True
-    joined = "".join(words)
-    return any(j in joined for j in _SECRET_JOINED)
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
 
 
 def redact(name: str, value: Any) -> Any:
     """``REDACTED`` for a Secret or a secret-looking name, else the value."""
-    return REDACTED if isinstance(value, Secret) or looks_secret(name) else value
+    return REDACTED if isinstance(value, Secret) or is_secret_name(name) else value

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._sqlite import Transaction, open_db, store_error
 from .errors import StoreError
-from .secret import Secret, looks_secret
+from .secret import Secret
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow", "is_secret_name"]
+__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow"]
 
 SCHEMA_VERSION = 1
 
@@ -65,11 +65,6 @@ CREATE TABLE IF NOT EXISTS batch_rows (
 
 _PICKLED = "__nbflow_pickle__"
 _REDACTED = "__nbflow_redacted__"
-
-
-def is_secret_name(name: str) -> bool:
-    """True if a column name looks like it holds a credential (api_key, token, password, secret...)."""
-    return looks_secret(name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,6 +134,17 @@ def test_a_later_try_of_a_row_replaces_the_earlier_one(tmp_path):
         ("auth_token", True),
         ("password", True),
         ("db_secret", True),
+        ("HF_TOKEN", True),
+        ("hfToken", True),
+        ("hf-token", True),
+        ("GITHUB_TOKEN", True),
+        ("DB_PASSWORD", True),
+        ("PASSWORD", True),
+        ("SECRET", True),
+        ("AUTH", True),
+        ("CLIENT_SECRET", True),
+        ("db_pwd", True),
+        ("session_cookie", True),
         ("max_tokens", False),
         ("author", False),
         ("tokenizer", False),
@@ -141,7 +152,7 @@ def test_a_later_try_of_a_row_replaces_the_earlier_one(tmp_path):
     ],
 )
 def test_secret_looking_names(name, secret):
-    from nbflow.store import is_secret_name
+    from nbflow.secret import is_secret_name
 
     assert is_secret_name(name) is secret
 
@@ -153,3 +164,31 @@ def test_a_corrupt_file_is_a_clear_store_error_and_is_left_untouched(tmp_path):
     with pytest.raises(nf.StoreError, match="not a readable nbflow store"):
         nf.BatchStore(bad)
     assert bad.read_bytes() == before
+
+
+_UPPER_AND_OTHER_CASES = ["HF_TOKEN", "hfToken", "hf-token", "DB_PASSWORD", "CLIENT_SECRET", "db_pwd", "session_cookie"]
+
+
+def test_one_secret_rule_for_batch_stores_and_checkpoints(tmp_path):
+    """Every case style of a secret name stays out of both stores' files (the widget masks the same names)."""
+    from nbflow.widgets.secrets import mask_mapping
+
+    values = {name: f"VALUE-{i}-a8f3" for i, name in enumerate(_UPPER_AND_OTHER_CASES)}
+    assert set(mask_mapping(values).values()) == {"••••••"}
+
+    flow = nf.Flow("secret_cases")
+    idents = [n for n in values if n.isidentifier()]  # "hf-token" travels as a plain batch column
+    ns: dict = {}
+    exec(f"def use(q: str, {', '.join(f'{n}: str' for n in idents)}) -> str:\n    return q.upper()", ns)
+    flow.node(ns["use"])
+    row = {"q": "a", **values}
+    db = tmp_path / "batch.db"
+    df = flow.batch([row], store=db)
+    assert df.loc[0, "status"] == "succeeded"
+    ckpt = tmp_path / "runs.db"
+    run = flow.run(q="a", store=ckpt, **{n: values[n] for n in idents})
+    assert run.status == nf.RunStatus.SUCCEEDED
+    for path in (db, ckpt):
+        data = path.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob(path.name + "-*"))
+        leaked = [v for v in values.values() if v.encode() in data]
+        assert leaked == [], f"{path.name} holds {leaked}"

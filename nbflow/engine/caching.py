@@ -29,7 +29,7 @@ from .._missing import MISSING
 from ..errors import NbflowWarning
 from ..graph import Dep, GNode, Graph
 from ..run import NodeRecord, Run
-from ..secret import Secret, looks_secret
+from ..secret import Secret, is_secret_name
 from .events import NodeSucceeded
 from .states import NodeStatus
 
@@ -139,7 +139,7 @@ class CacheSession:
             found = {
                 str.__str__(v)
                 for k, v in inputs.items()
-                if isinstance(v, Secret) or (looks_secret(k) and isinstance(v, str))
+                if isinstance(v, Secret) or (is_secret_name(k) and isinstance(v, str))
             }
             self._secrets = tuple(s for s in found if len(s) >= 4)
         return self._secrets

@@ -1,52 +1,22 @@
 """Keeping secrets off the screen: which names look secret, masking them, redacting their values.
 
-Rule (documented in docs/widgets.md): a parameter or key is secret when one of the parts of its name
-(split on ``_``, ``-``, ``.`` and camelCase) is password, passwd, pwd, secret, token, auth,
-authorization, credential(s), cookie, apikey or passphrase, or when two neighbouring parts are
-api+key, access+key, private+key, secret+key or client+secret. So ``api_key``, ``hf_token``,
-``db_password`` and ``apiKey`` are masked; ``max_tokens`` and ``author`` are not. The widget shows
+The rule for secret names is the package's one rule (``nbflow.secret.is_secret_name``, documented in
+docs/widgets.md): ``api_key``, ``HF_TOKEN``, ``db_password`` and ``apiKey`` are masked; ``max_tokens`` and
+``author`` are not. The widget shows
 such values as ``••••••``, and redacts the text of secret string values wherever it would appear
 (outputs, error messages, tracebacks, the graph's tooltips).
 """
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ..secret import is_secret_name
 
 __all__ = ["MASK", "Redactor", "is_secret_name", "mask_mapping"]
 
 MASK = "••••••"
-_WORDS = frozenset(
-    {
-        "password",
-        "passwd",
-        "pwd",
-        "secret",
-        "token",
-        "auth",
-        "authorization",
-        "credential",
-        "credentials",
-        "cookie",
-        "apikey",
-        "passphrase",
-    }
-)
-_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("client", "secret")})
-_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
-
-
-def is_secret_name(name: object) -> bool:
-    """True when ``name`` looks like it holds a secret (see the module docstring for the rule)."""
-    if not isinstance(name, str):
-        return False
-    parts = [p.lower() for p in _SPLIT.split(name) if p]
-    if any(p in _WORDS for p in parts):
-        return True
-    return any(pair in _PAIRS for pair in itertools.pairwise(parts))
 
 
 def mask_mapping(values: Mapping[Any, Any]) -> dict[Any, Any]:
