@@ -437,6 +437,35 @@ class Flow:
             )
         return run
 
+    async def _execute_child(
+        self,
+        parent: Run,
+        path: str,
+        inputs: dict[str, Any],
+        previous: Run | None,
+        forward: Subscriber | None,
+    ) -> Run:
+        """Run this flow as the sub-flow node ``path`` of ``parent``; ``previous`` is a paused sub-run to go on.
+
+        The one way a sub-flow runs, first time or resumed: the same plan, policies (retry, timeout,
+        limits, failure handlers) and cache as its own runs.
+        """
+        graph = self.graph
+        if previous is not None:
+            child, inputs = previous, dict(previous.inputs)
+            plan = graph.plan(inputs)
+        else:
+            plan = graph.plan(inputs)
+            scheduler.validate_inputs(graph, plan, inputs)
+            child = Run(self.name, f"{parent.run_id}/{path}", inputs, plan.nodes)
+            child.graph = graph
+            child._root = parent._root
+            child._path = f"{parent._path}{path}."
+            if forward is not None:
+                child.subscribe(forward)
+        await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
+        return child
+
     async def arun(
         self,
         inputs: Mapping[str, Any] | None = None,

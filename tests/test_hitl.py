@@ -231,6 +231,31 @@ def test_a_pause_inside_a_sub_flow():
     assert run["final"] == "MEMO: ok!"
 
 
+def test_a_resumed_sub_flow_keeps_its_policies():
+    """A sub-flow resumed after a pause runs through the same path as a first run: its retry= holds."""
+    sub = nf.Flow("approval", retry=nf.Retry(attempts=3, backoff=0))
+    calls: list[int] = []
+
+    @sub.node
+    async def decide(text: str) -> str:
+        return await nf.ask("OK?", options=["ok", "no"])
+
+    @sub.node
+    def publish(decide: str) -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("flaky")  # transient: retried by the sub-flow's policy
+        return decide.upper()
+
+    parent = nf.Flow("outer")
+    parent.add(sub, name="approve", inputs={"text": "doc"}, output="publish")
+    run = parent.run(doc="memo")
+    assert run.status is nf.RunStatus.PAUSED
+    run.resume("ok")
+    assert run.status is nf.RunStatus.SUCCEEDED, run.summary()
+    assert run["approve"] == "OK" and len(calls) == 3
+
+
 def test_state_machines_refuse_illegal_transitions():
     with pytest.raises(nf.StateTransitionError, match="SUCCEEDED -> RUNNING"):
         check_run_transition("r", nf.RunStatus.SUCCEEDED, nf.RunStatus.RUNNING)

@@ -153,24 +153,11 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
 
 
 async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str, previous: Run | None) -> Run:
-    from .scheduler import execute, validate_inputs  # the scheduler imports this module
-
-    flow = g.spec.flow
-    graph = flow.graph
-    plan = graph.plan(kwargs.keys())
+    """A sub-flow's run, fresh or resumed, through the one path its flow owns (policies included)."""
     path = g.spec.name + (f"[{label}]" if label else "")
-    if previous is not None and previous.status is RunStatus.PAUSED:
-        await execute(graph, plan, previous, previous.inputs, {}, flow.concurrency)  # resume it
-        return previous
-    validate_inputs(graph, plan, kwargs)
-    child = Run(flow.name, f"{parent.run_id}/{path}", kwargs, plan.nodes)
-    child.graph = graph
-    child._root = parent._root
-    child._path = f"{parent._path}{path}."
-    if parent._subscribers:
-        child.subscribe(partial(_forward, parent, path))
-    await execute(graph, plan, child, kwargs, {}, flow.concurrency, flow._resolved_policies())
-    return child
+    resumed = previous if previous is not None and previous.status is RunStatus.PAUSED else None
+    forward = partial(_forward, parent, path) if parent._subscribers else None
+    return await g.spec.flow._execute_child(parent, path, kwargs, resumed, forward)
 
 
 def _forward(parent: Run, path: str, event: Event) -> None:
