@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 
 import nbflow as nf
-from nbflow.progress import TextProgress, make_renderer
+from nbflow._notebook import make_renderer
+from nbflow._show.text import TextProgress
 
 
 class Clock:

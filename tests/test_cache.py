@@ -451,7 +451,7 @@ def test_the_graph_and_text_views_say_cached():
     flow.run(x=1)
     run = flow.run(x=1)
     assert "cached" in repr(run.nodes["a"])
-    from nbflow.view import text_graph, to_dot
+    from nbflow._show.draw import text_graph, to_dot
 
     assert "  a <- <x>  [succeeded, cached]" in text_graph(flow.graph, run)
     assert "succeeded (cached)" in to_dot(flow.graph, run).source

@@ -41,7 +41,7 @@ def test_a_pickled_flow_is_its_definition_with_fresh_limits_and_caches() -> None
 
 
 def test_a_copy_does_not_take_over_the_original_for_resuming() -> None:
-    from nbflow.resume import _FLOWS
+    from nbflow._core.registry import _FLOWS
 
     copy = pickle.loads(pickle.dumps(FLOW))
     assert _FLOWS["pickled"] is FLOW and copy is not FLOW

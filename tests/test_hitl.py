@@ -12,7 +12,7 @@ import pydantic
 import pytest
 
 import nbflow as nf
-from nbflow.engine.states import check_node_transition, check_run_transition
+from nbflow._core.states import check_node_transition, check_run_transition
 
 
 def review_flow(calls: list[str] | None = None) -> nf.Flow:

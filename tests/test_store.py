@@ -152,7 +152,7 @@ def test_a_later_try_of_a_row_replaces_the_earlier_one(tmp_path):
     ],
 )
 def test_secret_looking_names(name, secret):
-    from nbflow.secret import is_secret_name
+    from nbflow._core.secrets import is_secret_name
 
     assert is_secret_name(name) is secret
 
@@ -171,7 +171,7 @@ _UPPER_AND_OTHER_CASES = ["HF_TOKEN", "hfToken", "hf-token", "DB_PASSWORD", "CLI
 
 def test_one_secret_rule_for_batch_stores_and_checkpoints(tmp_path):
     """Every case style of a secret name stays out of both stores' files (the widget masks the same names)."""
-    from nbflow.widgets.secrets import mask_mapping
+    from nbflow.widgets.redact import mask_mapping
 
     values = {name: f"VALUE-{i}-a8f3" for i, name in enumerate(_UPPER_AND_OTHER_CASES)}
     assert set(mask_mapping(values).values()) == {"••••••"}

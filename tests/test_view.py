@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 import nbflow as nf
-import nbflow.view as view
+import nbflow._show.draw as view
 
 
 def _flow():

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 import nbflow as nf
-from nbflow.view import STATE_COLORS
+from nbflow._show.draw import STATE_COLORS
 from nbflow.widgets import RunView
 
 from . import widget_comm
@@ -332,12 +332,12 @@ class FakeKernel:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import IPython.display
 
-        import nbflow.display
+        import nbflow._notebook
 
         self.shown: list[Any] = []
         self.count = 1
-        monkeypatch.setattr(nbflow.display, "in_kernel", lambda: True)
-        monkeypatch.setattr(nbflow.display, "_execution_count", lambda: self.count)
+        monkeypatch.setattr(nbflow._notebook, "in_kernel", lambda: True)
+        monkeypatch.setattr(nbflow._notebook, "_execution_count", lambda: self.count)
         monkeypatch.setattr(IPython.display, "display", lambda obj: self.shown.append(obj))
 
 

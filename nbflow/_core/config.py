@@ -1,0 +1,40 @@
+"""Global settings a notebook user may change: ``nf.config.show = False`` and friends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nbflow._core.errors import ConfigError
+
+__all__ = ["Config", "config"]
+
+
+@dataclass(slots=True)
+class Config:
+    """nbflow's switches (one shared instance: ``nbflow.config``).
+
+    ``show``: in a notebook, ``flow.run``/``arun``/``start`` display the live run view (a per-call
+    ``show=`` wins). ``widgets``: displaying a Run or RunHandle in a notebook shows the interactive
+    widget; False shows the static SVG instead. ``redraw_interval``: the live view redraws at most
+    once per this many seconds (events in between are coalesced).
+    """
+
+    show: bool = True
+    widgets: bool = True
+    redraw_interval: float = 0.25
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("show", "widgets") and not isinstance(value, bool):
+            raise ConfigError(f"nbflow.config.{name} must be True or False, got {value!r}")
+        if name == "redraw_interval" and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 60
+        ):
+            raise ConfigError(
+                f"nbflow.config.redraw_interval must be a number of seconds in (0, 60], got {value!r} "
+                f"(e.g. 0.25: at most four redraws a second)"
+            )
+        object.__setattr__(self, name, value)  # an unknown name fails here (slots): no silent typos
+
+
+config = Config()
