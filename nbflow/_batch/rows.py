@@ -62,7 +62,7 @@ class Options:
     timeout: float | None
     row_timeout: float | None
     progress: Any
-    executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/dask_batch.py)
+    executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/_batch/dask.py)
     chunk_size: int | None = None
 
 

@@ -572,7 +572,7 @@ class Flow:
                 f"in the dict, {how}({{'timeout': ...}}), and add timeout=... only for a deadline"
             )
 
-    # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/batch.py.
+    # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/_batch/api.py.
     batch = _batch.batch
     abatch = _batch.abatch
 

@@ -4,7 +4,7 @@ One file, WAL journal, one transaction per finished row, so a process killed mid
 most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
 the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
-Schema (version 1; the file may also hold run checkpoints, see ``nbflow/checkpoint.py``)::
+Schema (version 1; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
 
     nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '1' (shared with checkpoints)
     batches(batch_id TEXT PK, flow TEXT, created_at REAL, n_rows INTEGER, columns TEXT)

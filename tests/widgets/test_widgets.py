@@ -16,9 +16,8 @@ import pytest
 import nbflow as nf
 from nbflow._show.draw import STATE_COLORS
 from nbflow.widgets import RunView
-
-from . import widget_comm
-from .widget_comm import frontend_sets, updates
+from tests.helpers import widget_comm
+from tests.helpers.widget_comm import frontend_sets, updates
 
 pytestmark = pytest.mark.anyio
 

@@ -4,67 +4,106 @@ import nbflow as nf
 
 EXPECTED = {
     "MISSING",
+    "REDACTED",
+    "SYSTEM_CLOCK",
+    "AnswerError",
     "Attempt",
     "BatchError",
     "BatchInterrupted",
     "BatchProgress",
+    "BatchStore",
+    "CheckpointStore",
+    "Clock",
+    "ConfigError",
     "CycleError",
+    "Default",
+    "ErrorInfo",
     "Event",
+    "Failed",
+    "FakeClock",
+    "FirstOf",
     "Flow",
     "FlowDefinitionError",
     "GraphError",
+    "ItemFailed",
+    "ItemRecord",
+    "Iteration",
+    "Limit",
+    "Loop",
+    "LoopLimitError",
+    "Map",
+    "MapItemError",
     "Missing",
     "MissingColumnError",
     "MissingInputError",
     "NbflowError",
     "NbflowWarning",
+    "NodeCache",
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",
     "NodeOutputError",
+    "NodePaused",
     "NodeRecord",
+    "NodeRetrying",
     "NodeSkipped",
     "NodeStarted",
     "NodeStatus",
     "NodeSucceeded",
+    "NodeTimeoutError",
+    "Question",
+    "ResumeConflictError",
+    "Retry",
+    "RoutingError",
     "Run",
     "RunFailedError",
     "RunFinished",
     "RunHandle",
     "RunInterrupted",
+    "RunPaused",
     "RunStarted",
     "RunStatus",
     "RunnerError",
+    "Secret",
     "StateTransitionError",
-    "BatchStore",
     "StoreError",
+    "StoredError",
+    "SubflowFailedError",
+    "SystemClock",
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
-    "summarize",
-    # resilience (docs/resilience.md)
-    "SYSTEM_CLOCK",
-    "Clock",
-    "Default",
-    "ErrorInfo",
-    "Failed",
-    "FakeClock",
-    "Limit",
-    "NodeRetrying",
-    "NodeTimeoutError",
-    "Retry",
-    "SystemClock",
+    "ask",
+    "config",
+    "first_of",
     "is_transient",
-    # caching (docs/caching.md)
-    "NodeCache",
+    "load_run",
+    "optional",
+    "summarize",
 }
 
 
 def test_all_is_sorted_and_pinned():
+    """Exactly the public surface (httpx's test_exported_members, anyio's test_all_attributes)."""
     assert nf.__all__ == sorted(nf.__all__, key=lambda s: (not s.isupper(), s))
-    assert set(nf.__all__) >= EXPECTED
+    assert set(nf.__all__) == EXPECTED
     for name in nf.__all__:
         assert hasattr(nf, name), name
+    # Nothing else public is importable from the package root: every other module-level name is
+    # private (underscore) or a submodule.
+    extra = {n for n in vars(nf) if not n.startswith("_")} - set(nf.__all__)
+    assert extra <= {"widgets", "demo", "annotations"}, sorted(extra)
+
+
+def test_public_modules_declare_all():
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(nf.__path__, "nbflow."):
+        if any(part.startswith("_") for part in info.name.split(".")[1:]) or info.name == "nbflow.demo":
+            continue
+        module = importlib.import_module(info.name)
+        assert isinstance(getattr(module, "__all__", None), list), f"{info.name} has no __all__"
 
 
 def test_every_error_is_an_nbflow_error_except_the_interrupt():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from .kernel import output_text, run_cells
+from tests.helpers.kernel import output_text, run_cells
 
 pytestmark = pytest.mark.kernel
 
