@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,8 @@ _warned = False
 
 
 def has_dot() -> bool:
+    import shutil  # here, not at import: shutil pulls in bz2/lzma (~8 ms of `import nbflow`)
+
     return shutil.which("dot") is not None
 
 
