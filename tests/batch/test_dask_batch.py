@@ -29,7 +29,7 @@ def client() -> Iterator[Any]:
         n_workers=2,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",  # its HTTP server starts anyway: any free port, never 8787
         silence_logs=logging.ERROR,
     )
     c = distributed.Client(cluster)

@@ -10,7 +10,7 @@ CELLS = [
     """
 import asyncio, logging, nbflow as nf
 from distributed import Client, LocalCluster
-client = Client(LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+client = Client(LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                              silence_logs=logging.ERROR))
 flow = nf.Flow("kdask")
 
