@@ -38,6 +38,7 @@ __all__ = [
     "clip",
     "end_batch",
     "finish_partial",
+    "outcome",
     "render_progress",
     "result_columns",
     "run_rows",
@@ -286,6 +287,13 @@ def _result(
     case: Case, run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None
 ) -> dict[str, Any]:
     row = dict(case.row)
+    row.update(outcome(run, outputs, status, timeout))
+    return row
+
+
+def outcome(run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+    """A row's result columns from its run: outputs, status, error columns, attempts, latency, run id."""
+    row: dict[str, Any] = {}
     nodes = run.nodes
     for o in outputs:
         rec = nodes.get(o)

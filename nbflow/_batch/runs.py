@@ -7,15 +7,19 @@ traceback, attempts, timings, skip reasons, map items) of the rows it says; paus
 ``nf.load_run(store, run_id)`` and ``df.nbflow.run(i)`` work after a kernel restart.
 
 The frame finds its runs without holding them in a column: ``frame.attrs["nbflow_runs"]`` is the
-batch's ``RunArchive`` (pandas copies attrs with ``deepcopy``; an archive copies as itself, so filtering
-a frame costs nothing), every archive is also registered by the prefix of its run ids (concatenated
-frames lose their attrs but keep ``run_id``), and a frame made with a store names it in
-``attrs["store"]``.
+batch's ``RunArchive``, a ``str`` subclass so that ``to_parquet`` (which writes attrs as JSON) keeps
+working: it writes the archive's id. pandas copies attrs with ``deepcopy`` on every operation; an
+archive copies as itself, so filtering a frame costs nothing. Every archive is also registered by its
+id and by the prefix of its run ids (concatenated frames lose their attrs but keep ``run_id``; a frame
+read back from parquet in the same process finds its archive by id), and a frame made with a store
+names it in ``attrs["store"]``.
 """
 
 from __future__ import annotations
 
 import collections
+import sys
+import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +41,11 @@ _ARCHIVES: weakref.WeakValueDictionary[str, RunArchive] = weakref.WeakValueDicti
 _RECENT: collections.deque[RunArchive] = collections.deque(maxlen=8)
 
 
-class RunArchive:
-    """The run records one batch kept, by run id; bounded by ``limit`` in memory."""
+class RunArchive(str):
+    """The run records one batch kept, by run id; bounded by ``limit`` in memory. Its text is its id."""
 
-    __slots__ = ("__weakref__", "dropped", "findable", "limit", "policy", "runs", "store")
+    def __new__(cls, policy: str, limit: int, store: str | None, findable: bool = True) -> RunArchive:
+        return super().__new__(cls, f"nbflow-runs-{uuid.uuid4().hex[:12]}")
 
     def __init__(self, policy: str, limit: int, store: str | None, findable: bool = True) -> None:
         self.findable = findable  # False on a Dask worker: its runs travel back to the client's archive
@@ -69,6 +74,7 @@ class RunArchive:
         if not self.findable:
             return
         _ARCHIVES[prefix] = self
+        _ARCHIVES[str(self)] = self
         _RECENT.append(self)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunArchive:
@@ -82,13 +88,22 @@ class RunArchive:
         return f"<RunArchive keep={self.policy!r}: {len(self.runs)} runs in memory{where}>"
 
     def __reduce__(self) -> Any:
-        # A pickled frame (to_pickle, Dask) carries no runs: they stay in this process (and the store).
-        return (RunArchive, (self.policy, self.limit, self.store))
+        # A pickled frame (to_pickle, Dask) carries the archive's id, not its runs: they stay in this
+        # process (found by id) and in the store.
+        return (str, (str(self),))
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
 
 
 def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
     """The run of a row by its id: in the frame's archive, any live archive, or the frame's store."""
     archive = frame.attrs.get("nbflow_runs")
+    if isinstance(archive, str) and not isinstance(archive, RunArchive):
+        archive = _ARCHIVES.get(archive)  # the id, read back from a file (to_parquet keeps attrs as JSON)
     candidates = [archive] if isinstance(archive, RunArchive) else []
     prefix = run_id.rsplit("-", 1)[0]
     found = _ARCHIVES.get(prefix)
@@ -140,7 +155,9 @@ class NbflowAccessor:
 
     def run(self, i: Any) -> Run:
         """The run of row ``i`` (an index label, else a position); it displays as the run view."""
-        row = self._row(i)
+        return self._run_of(self._row(i), i)
+
+    def _run_of(self, row: pd.Series, i: Any) -> Run:
         run_id = row["run_id"]
         if not isinstance(run_id, str):
             raise BatchError(f"row {i!r} has no run (status {row.get('status')!r}): it never started")
@@ -168,7 +185,9 @@ class NbflowAccessor:
     def runs(self, mask: Any = None) -> list[Run]:
         """The runs of the rows ``mask`` selects (a boolean Series/array, labels, or all rows)."""
         frame = self._frame if mask is None else self._frame.loc[mask]
-        return [NbflowAccessor(frame).run(i) for i in range(len(frame))]
+        if "run_id" not in frame.columns:
+            self._row(None)  # the clear error
+        return [self._run_of(frame.iloc[p], frame.index[p]) for p in range(len(frame))]
 
     def traceback(self, i: Any) -> str | None:
         """The traceback of row ``i``'s failed node (None when the row did not fail)."""
@@ -201,3 +220,7 @@ def register_accessor() -> None:
 
     _registered = True
     pd.api.extensions.register_dataframe_accessor("nbflow")(NbflowAccessor)
+
+
+if "pandas" in sys.modules:  # imported before nbflow (the usual notebook): df.nbflow works at once
+    register_accessor()
