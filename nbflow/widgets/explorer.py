@@ -109,7 +109,7 @@ _CSS = """
 .nbx-bar-row { display: flex; align-items: center; gap: 8px; margin: 2px 0; }
 .nbx-label { min-width: 90px; font-weight: 600; }
 .nbx-bar { display: flex; width: 260px; height: 10px; border-radius: 3px; overflow: hidden; background: var(--jp-layout-color2, #eee); }
-.nbx-count { color: var(--jp-ui-font-color2, #666); }
+.nbx-count { color: var(--jp-ui-font-color2, #666); white-space: nowrap; }
 .nbx-controls { display: flex; align-items: center; gap: 6px; margin: 6px 0; flex-wrap: wrap; }
 .nbx-scroll { max-height: 460px; overflow: auto; border: 1px solid var(--jp-border-color2, #ddd); }
 .nbx-table { border-collapse: collapse; width: 100%; }
