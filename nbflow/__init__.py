@@ -1,5 +1,6 @@
 """nbflow: notebook-native workflows. Decorate functions as nodes, run them in the kernel's loop."""
 
+from nbflow._batch.explore import explore as explore
 from nbflow._batch.summary import summarize as summarize
 from nbflow._core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
 from nbflow._core.clock import Clock as Clock
@@ -153,6 +154,7 @@ __all__ = [
     "UnknownNodeError",
     "ask",
     "config",
+    "explore",
     "first_of",
     "is_transient",
     "load_run",

@@ -75,6 +75,7 @@ EXPECTED = {
     "UnknownNodeError",
     "ask",
     "config",
+    "explore",
     "first_of",
     "is_transient",
     "load_run",

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from nbflow._batch import api as _batch
+from nbflow._batch import paused as _paused
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
 from nbflow._core.missing import MISSING
@@ -575,6 +576,8 @@ class Flow:
     # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/_batch/api.py.
     batch = _batch.batch
     abatch = _batch.abatch
+    answer = _paused.answer
+    aanswer = _paused.aanswer
 
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
         """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.
