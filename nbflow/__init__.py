@@ -21,6 +21,7 @@ from nbflow._core.errors import NbflowError as NbflowError
 from nbflow._core.errors import NbflowWarning as NbflowWarning
 from nbflow._core.errors import NodeOutputError as NodeOutputError
 from nbflow._core.errors import NodeTimeoutError as NodeTimeoutError
+from nbflow._core.errors import ResourceError as ResourceError
 from nbflow._core.errors import ResumeConflictError as ResumeConflictError
 from nbflow._core.errors import RoutingError as RoutingError
 from nbflow._core.errors import RunFailedError as RunFailedError
@@ -130,6 +131,7 @@ __all__ = [
     "NodeSucceeded",
     "NodeTimeoutError",
     "Question",
+    "ResourceError",
     "ResumeConflictError",
     "Retry",
     "RoutingError",

@@ -52,6 +52,7 @@ EXPECTED = {
     "NodeSucceeded",
     "NodeTimeoutError",
     "Question",
+    "ResourceError",
     "ResumeConflictError",
     "Retry",
     "RoutingError",
