@@ -50,6 +50,7 @@ from nbflow._core.missing import Missing as Missing
 from nbflow._core.question import Question as Question
 from nbflow._core.secrets import REDACTED as REDACTED
 from nbflow._core.secrets import Secret as Secret
+from nbflow._core.secrets import env as env
 from nbflow._core.states import NodeStatus as NodeStatus
 from nbflow._core.states import RunStatus as RunStatus
 from nbflow._dsl.control import FirstOf as FirstOf
@@ -155,6 +156,7 @@ __all__ = [
     "UnknownNodeError",
     "ask",
     "config",
+    "env",
     "first_of",
     "is_transient",
     "load_run",

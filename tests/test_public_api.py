@@ -76,6 +76,7 @@ EXPECTED = {
     "UnknownNodeError",
     "ask",
     "config",
+    "env",
     "first_of",
     "is_transient",
     "load_run",

@@ -44,7 +44,7 @@ from nbflow._batch.rows import (
     unfinished,
 )
 from nbflow._core.errors import BatchError, NbflowWarning
-from nbflow._core.secrets import Secret
+from nbflow._core.secrets import Secret, secret_texts
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 
 if TYPE_CHECKING:
@@ -394,7 +394,13 @@ async def _run_remote(
                 if store is not None:
                     assert state.batch_id is not None
                     store.write_row(
-                        state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret
+                        state.batch_id,
+                        i,
+                        result["run_id"],
+                        result["status"],
+                        result,
+                        secret_columns=secret,
+                        secrets=secret_texts(cases.cases[i].inputs, by_name=bool(secret)),
                     )
                 if breaker is not None and consecutive >= breaker and state.stopped is None:
                     state.stopped = (

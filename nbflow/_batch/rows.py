@@ -17,6 +17,7 @@ import anyio
 
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._core.errors import BatchInterrupted, NbflowWarning
+from nbflow._core.secrets import secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
@@ -148,7 +149,15 @@ async def run_rows(
                 last_error = f"{result['error_type']}: {result['error_message']}"
             if store is not None:
                 assert state.batch_id is not None
-                store.write_row(state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret)
+                store.write_row(
+                    state.batch_id,
+                    i,
+                    result["run_id"],
+                    result["status"],
+                    result,
+                    secret_columns=secret,
+                    secrets=secret_texts(case.inputs, by_name=bool(secret)),
+                )
             if breaker is not None and consecutive >= breaker and not stop:
                 stop = True
                 state.stopped = (

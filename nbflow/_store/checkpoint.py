@@ -30,7 +30,7 @@ from nbflow._core.events import (
     RunPaused,
 )
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import redact
+from nbflow._core.secrets import Redactor, redact
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.pickling import StoredError, dumps, loads
@@ -120,7 +120,12 @@ class CheckpointStore:
             self.save_run(run)
         run.subscribe(partial(self.on_event, run))
 
+    def _redactor(self, run: Run) -> Redactor:
+        """The text of every secret input of the run (its root's): never written, wherever it shows up."""
+        return Redactor.for_inputs(run._root.inputs)
+
     def save_run(self, run: Run) -> None:
+        red = self._redactor(run)
         inputs = {k: redact(k, v) for k, v in run.inputs.items()}
         self._write(
             "INSERT INTO checkpoint_runs VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
@@ -132,27 +137,30 @@ class CheckpointStore:
                 run.status.value,
                 run.pause_version,
                 dumps(run.targets),
-                self._dump_checked("inputs", inputs),
-                dumps(run.answers),
+                self._dump_checked("inputs", inputs, red),
+                dumps(run.answers, red),
                 run.started_at,
                 time.time(),
                 dumps(list(run.nodes)),
             ),
         )
 
-    def _dump_checked(self, what: str, value: Any) -> bytes | None:
+    def _dump_checked(self, what: str, value: Any, redactor: Redactor | None = None) -> bytes | None:
         try:
-            return dumps(value)
+            return dumps(value, redactor)
         except Exception as exc:
             self.unstorable[what] = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
             return None
 
     def save_node(self, run: Run, rec: NodeRecord) -> None:
-        output = self._dump_checked(rec.name, rec.output) if rec.status is NodeStatus.SUCCEEDED else None
+        red = self._redactor(run)
+        output = self._dump_checked(rec.name, rec.output, red) if rec.status is NodeStatus.SUCCEEDED else None
         state = None
         if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
             state = self._dump_checked(
-                rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
+                rec.name,
+                {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped},
+                red,
             )
         self._write(
             "INSERT OR REPLACE INTO checkpoint_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -162,8 +170,8 @@ class CheckpointStore:
                 rec.status.value,
                 output,
                 rec.error_type,
-                rec.error_message,
-                rec.traceback,
+                red(rec.error_message) if rec.error_message is not None else None,
+                red(rec.traceback) if rec.traceback is not None else None,
                 rec.skip_reason,
                 rec.started_at,
                 rec.finished_at,
@@ -172,7 +180,8 @@ class CheckpointStore:
         )
 
     def save_questions(self, run: Run) -> None:
-        rows = [(run.run_id, k, dumps(q), 1) for k, q in run.pending.items()]
+        red = self._redactor(run)
+        rows = [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()]
         try:
             with self._tx():
                 self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
