@@ -28,7 +28,7 @@ from nbflow._core.missing import MISSING
 from nbflow._dsl.resource import ResourceSpec
 from nbflow._graph.graph import BoundResource
 
-__all__ = ["close_all", "close_specs", "live_count", "provide", "resource_kwargs"]
+__all__ = ["close_all", "close_specs", "live_count", "provide", "ready_kwargs", "resource_kwargs"]
 
 _CLOSE_TIMEOUT = 30.0
 
@@ -61,6 +61,26 @@ _LOCK = threading.Lock()
 def live_count() -> int:
     """How many resource instances are open, on every loop (for tests and diagnostics)."""
     return sum(1 for lr in list(_LIVE.values()) for e in list(lr.entries.values()) if e.value is not MISSING)
+
+
+def ready_kwargs(
+    kwargs: dict[str, Any], used: tuple[tuple[str, BoundResource], ...], inputs: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The engine's fast path: ``kwargs`` plus the resources, when all are built on this loop (else None)."""
+    lr = _LIVE.get(asyncio.get_running_loop())
+    if lr is None:
+        return None
+    entries = lr.entries
+    call = kwargs.copy()
+    for param, bound in used:
+        key: Any = bound.spec
+        if bound.key_inputs:
+            key = (bound.spec, *(_frozen(inputs.get(n, d)) for n, d in bound.key_inputs))
+        entry = entries.get(key)
+        if entry is None or entry.value is MISSING:
+            return None
+        call[param] = entry.value
+    return call
 
 
 async def resource_kwargs(
