@@ -22,6 +22,7 @@ from nbflow._core.errors import NbflowError as NbflowError
 from nbflow._core.errors import NbflowWarning as NbflowWarning
 from nbflow._core.errors import NodeOutputError as NodeOutputError
 from nbflow._core.errors import NodeTimeoutError as NodeTimeoutError
+from nbflow._core.errors import ResourceError as ResourceError
 from nbflow._core.errors import ResumeConflictError as ResumeConflictError
 from nbflow._core.errors import RoutingError as RoutingError
 from nbflow._core.errors import RunFailedError as RunFailedError
@@ -50,6 +51,7 @@ from nbflow._core.missing import Missing as Missing
 from nbflow._core.question import Question as Question
 from nbflow._core.secrets import REDACTED as REDACTED
 from nbflow._core.secrets import Secret as Secret
+from nbflow._core.secrets import env as env
 from nbflow._core.states import NodeStatus as NodeStatus
 from nbflow._core.states import RunStatus as RunStatus
 from nbflow._dsl.control import FirstOf as FirstOf
@@ -131,6 +133,7 @@ __all__ = [
     "NodeSucceeded",
     "NodeTimeoutError",
     "Question",
+    "ResourceError",
     "ResumeConflictError",
     "Retry",
     "RoutingError",
@@ -154,6 +157,7 @@ __all__ = [
     "UnknownNodeError",
     "ask",
     "config",
+    "env",
     "explore",
     "first_of",
     "is_transient",

@@ -46,7 +46,7 @@ from nbflow._batch.rows import (
 )
 from nbflow._batch.runs import RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning
-from nbflow._core.secrets import Secret
+from nbflow._core.secrets import Secret, secret_texts
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 
 if TYPE_CHECKING:
@@ -423,7 +423,14 @@ async def _run_remote(
                 if store is not None:
                     assert state.batch_id is not None
                     store.write_row(
-                        state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret, run=run
+                        state.batch_id,
+                        i,
+                        result["run_id"],
+                        result["status"],
+                        result,
+                        secret_columns=secret,
+                        secrets=secret_texts(cases.cases[i].inputs, by_name=bool(secret)),
+                        run=run,
                     )
                 if breaker is not None and consecutive >= breaker and state.stopped is None:
                     state.stopped = (

@@ -16,7 +16,7 @@ import anyio
 from nbflow._batch.rows import QUESTION_COLUMNS, outcome
 from nbflow._batch.runs import NbflowAccessor, RunArchive
 from nbflow._core.errors import BatchError, RunInterrupted
-from nbflow._core.secrets import is_secret_name
+from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine.kernel import call_blocking
 from nbflow._store.batch_store import BatchStore
 
@@ -115,5 +115,12 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
             data = {k: v for k, v in frame.loc[label].items() if k not in QUESTION_COLUMNS}
             index = int(run.run_id.rsplit("-", 1)[1])  # run ids are "<batch call>-<row index>"
             store.write_row(
-                frame.attrs["batch_id"], index, run.run_id, str(data["status"]), data, secret_columns=secret, run=run
+                frame.attrs["batch_id"],
+                index,
+                run.run_id,
+                str(data["status"]),
+                data,
+                secret_columns=secret,
+                secrets=secret_texts(run.inputs),
+                run=run,
             )

@@ -18,6 +18,7 @@ import anyio
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.errors import BatchInterrupted, NbflowWarning
+from nbflow._core.secrets import secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
@@ -174,6 +175,7 @@ async def run_rows(
                     result["status"],
                     result,
                     secret_columns=secret,
+                    secrets=secret_texts(case.inputs, by_name=bool(secret)),
                     run=run if kept else None,
                 )
             if breaker is not None and consecutive >= breaker and not stop:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import StoreError
-from nbflow._core.secrets import Secret
+from nbflow._core.secrets import Redactor, Secret
 from nbflow._store.checkpoint import ensure_schema, write_whole_run
-from nbflow._store.pickling import loads
+from nbflow._store.pickling import dumps, loads
 from nbflow._store.sqlite import Transaction, open_db, store_error
 
 if TYPE_CHECKING:
@@ -149,14 +149,18 @@ class BatchStore:
         data: Mapping[str, Any],
         *,
         secret_columns: Iterable[str] = (),
+        secrets: Iterable[str] = (),
         run: Run | None = None,
     ) -> None:
         """Write one finished row in its own transaction (replacing an earlier try of the same row).
 
-        With ``run``, its whole record goes in the same transaction (``nf.load_run(path, run_id)`` reads it).
+        ``secrets``: the texts of the row's secret values; they are redacted wherever they appear
+        (an output built from a key, an error message, a traceback). With ``run``, its whole record goes
+        in the same transaction (``nf.load_run(path, run_id)`` reads it).
         """
         secret = set(secret_columns)
-        encoded = {k: ({_REDACTED: True} if k in secret else _encode(v)) for k, v in data.items()}
+        red = Redactor(secrets)
+        encoded = {k: ({_REDACTED: True} if k in secret else _encode(red.scrub(v), red)) for k, v in data.items()}
         text = json.dumps(encoded, allow_nan=True)
         with self._transaction():
             self._db.execute(
@@ -241,11 +245,13 @@ def _json_exact(value: Any) -> bool:
     return False
 
 
-def _encode(value: Any) -> Any:
+def _encode(value: Any, red: Redactor | None = None) -> Any:
     if _json_exact(value):
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
+    if red:  # an object holding a secret's text (an attribute, an exception): the store pickler redacts it
+        return {_PICKLED: base64.b64encode(dumps(value, red)).decode("ascii")}
     return {_PICKLED: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")}
 
 

@@ -31,7 +31,7 @@ from nbflow._core.events import (
     RunPaused,
 )
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import redact
+from nbflow._core.secrets import Redactor, redact
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.pickling import StoredError, dumps, loads
@@ -84,7 +84,7 @@ _NODE_SQL = "INSERT OR REPLACE INTO checkpoint_nodes VALUES (?,?,?,?,?,?,?,?,?,?
 _QUESTION_SQL = "INSERT OR REPLACE INTO checkpoint_questions VALUES (?,?,?,?)"
 
 
-def _run_params(run: Run, dump: Callable[[str, Any], bytes | None]) -> tuple[Any, ...]:
+def _run_params(run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
     inputs = {k: redact(k, v) for k, v in run.inputs.items()}
     return (
         run.run_id,
@@ -93,14 +93,14 @@ def _run_params(run: Run, dump: Callable[[str, Any], bytes | None]) -> tuple[Any
         run.pause_version,
         dumps(run.targets),
         dump("inputs", inputs),
-        dumps(run.answers),
+        dumps(run.answers, red),
         run.started_at,
         time.time(),
         dumps(list(run.nodes)),
     )
 
 
-def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | None]) -> tuple[Any, ...]:
+def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
     output = dump(rec.name, rec.output) if rec.status is NodeStatus.SUCCEEDED else None
     state = None
     if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
@@ -113,8 +113,8 @@ def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | N
         rec.status.value,
         output,
         rec.error_type,
-        rec.error_message,
-        rec.traceback,
+        red(rec.error_message) if rec.error_message is not None else None,
+        red(rec.traceback) if rec.traceback is not None else None,
         rec.skip_reason,
         rec.started_at,
         rec.finished_at,
@@ -129,15 +129,17 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     cannot be stored is left out of the record (the row itself says how the node ended).
     """
 
+    red = Redactor.for_inputs(run._root.inputs)
+
     def dump(what: str, value: Any) -> bytes | None:
         try:
-            return dumps(value)
+            return dumps(value, red)
         except Exception:
             return None
 
-    db.execute(_RUN_SQL, _run_params(run, dump))
-    db.executemany(_NODE_SQL, [_node_params(run, rec, dump) for rec in run.nodes.values()])
-    db.executemany(_QUESTION_SQL, [(run.run_id, k, dumps(q), 1) for k, q in run.pending.items()])
+    db.execute(_RUN_SQL, _run_params(run, dump, red))
+    db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
+    db.executemany(_QUESTION_SQL, [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()])
 
 
 class CheckpointStore:
@@ -190,21 +192,28 @@ class CheckpointStore:
             self.save_run(run)
         run.subscribe(partial(self.on_event, run))
 
-    def save_run(self, run: Run) -> None:
-        self._write(_RUN_SQL, _run_params(run, self._dump_checked))
+    def _redactor(self, run: Run) -> Redactor:
+        """The text of every secret input of the run (its root's): never written, wherever it shows up."""
+        return Redactor.for_inputs(run._root.inputs)
 
-    def _dump_checked(self, what: str, value: Any) -> bytes | None:
+    def save_run(self, run: Run) -> None:
+        red = self._redactor(run)
+        self._write(_RUN_SQL, _run_params(run, lambda what, v: self._dump_checked(what, v, red), red))
+
+    def _dump_checked(self, what: str, value: Any, redactor: Redactor | None = None) -> bytes | None:
         try:
-            return dumps(value)
+            return dumps(value, redactor)
         except Exception as exc:
             self.unstorable[what] = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
             return None
 
     def save_node(self, run: Run, rec: NodeRecord) -> None:
-        self._write(_NODE_SQL, _node_params(run, rec, self._dump_checked))
+        red = self._redactor(run)
+        self._write(_NODE_SQL, _node_params(run, rec, lambda what, v: self._dump_checked(what, v, red), red))
 
     def save_questions(self, run: Run) -> None:
-        rows = [(run.run_id, k, dumps(q), 1) for k, q in run.pending.items()]
+        red = self._redactor(run)
+        rows = [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()]
         try:
             with self._tx():
                 self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
