@@ -12,10 +12,9 @@ from typing import Any, TypeVar, overload
 
 from nbflow._batch import api as _batch
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
-from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
+from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, UnknownNodeError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
-from nbflow._core.states import RunStatus
 from nbflow._dsl import options as _options
 from nbflow._dsl.control import Loop, Map, Router
 from nbflow._dsl.limits import Limit
@@ -428,13 +427,8 @@ class Flow:
         finally:
             if ticker is not None:
                 ticker.cancel()
-        if run.status is RunStatus.PAUSED and run.store is not None and run.store.unstorable:
-            what = "; ".join(f"{k!r}: {v}" for k, v in run.store.unstorable.items())
-            raise StoreError(
-                f"run {run.run_id} paused, but its checkpoint is incomplete: cannot store {what}. It can be "
-                f"resumed in this session (run.resume(...)), not after a restart; return picklable data "
-                f"from those nodes"
-            )
+        if run.store is not None:
+            run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
         return run
 
     async def _execute_child(

@@ -28,13 +28,15 @@ from nbflow._core.events import (
     NodeSucceeded,
     RunFinished,
     RunPaused,
+    RunStarted,
 )
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import redact
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
+from nbflow._store.owner import owner_alive, owner_token
 from nbflow._store.pickling import StoredError, dumps, loads
-from nbflow._store.sqlite import Transaction, open_db, store_error
+from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
@@ -61,6 +63,20 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 """
 
 
+# Columns added after the first release (files without them get them on open; old readers ignore them):
+# owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
+_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT"}
+# detail: what the first columns do not hold (attempts, recovered, cached, original error type).
+_NODE_COLUMNS = {"detail": "BLOB"}
+
+
+def _add_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    for name, kind in columns.items():
+        if name not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
+
 class CheckpointStore:
     """A SQLite file holding run checkpoints. Thread-safe; one transaction per state change."""
 
@@ -76,6 +92,8 @@ class CheckpointStore:
         self._lock = threading.Lock()
         self.unstorable: dict[str, str] = {}
         """Nodes whose output could not be stored, with why (reported when the run pauses)."""
+        self._interrupted: dict[str, str | None] = {}  # run id -> the gone owner it was loaded with
+        self._failed: dict[str, StoreError] = {}  # run id -> the write that failed (the run is stopped)
         self._db = open_db(self.path, timeout)
         try:
             with self._tx():
@@ -89,8 +107,11 @@ class CheckpointStore:
                         f"store {str(self.path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); "
                         f"upgrade nbflow to read it"
                     )
+                _add_columns(self._db, "checkpoint_runs", _RUN_COLUMNS)
+                _add_columns(self._db, "checkpoint_nodes", _NODE_COLUMNS)
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
+        self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
     def _error(self, exc: sqlite3.Error) -> StoreError:
@@ -100,6 +121,7 @@ class CheckpointStore:
         return Transaction(self._db, self._lock)
 
     def _write(self, sql: str, *rows: tuple[Any, ...]) -> int:
+        self.identity.check()
         try:
             with self._tx():
                 count = 0
@@ -122,10 +144,14 @@ class CheckpointStore:
 
     def save_run(self, run: Run) -> None:
         inputs = {k: redact(k, v) for k, v in run.inputs.items()}
+        owner = owner_token() if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else None
         self._write(
-            "INSERT INTO checkpoint_runs VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
+            "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, targets, inputs, answers, "
+            "started_at, updated_at, nodes, owner, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT(run_id) DO UPDATE SET "
             "status=excluded.status, pause_version=excluded.pause_version, answers=excluded.answers, "
-            "updated_at=excluded.updated_at",
+            "started_at=excluded.started_at, updated_at=excluded.updated_at, owner=excluded.owner, "
+            "reason=excluded.reason",
             (
                 run.run_id,
                 run.flow,
@@ -137,15 +163,18 @@ class CheckpointStore:
                 run.started_at,
                 time.time(),
                 dumps(list(run.nodes)),
+                owner,
+                run.reason,
             ),
         )
 
-    def _dump_checked(self, what: str, value: Any) -> bytes | None:
+    def _dump_checked(self, what: str, value: Any) -> bytes:
         try:
             return dumps(value)
         except Exception as exc:
-            self.unstorable[what] = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
-            return None
+            why = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
+            self.unstorable[what] = why
+            raise StoreError(f"cannot store {what!r}: {why}") from None
 
     def save_node(self, run: Run, rec: NodeRecord) -> None:
         output = self._dump_checked(rec.name, rec.output) if rec.status is NodeStatus.SUCCEEDED else None
@@ -154,8 +183,15 @@ class CheckpointStore:
             state = self._dump_checked(
                 rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
             )
+        info = _detail(rec)
+        try:
+            detail = dumps(info)
+        except Exception:  # an input that cannot be stored is left out (its source's output is stored)
+            info["inputs"] = {}
+            detail = self._dump_checked(rec.name, info)
         self._write(
-            "INSERT OR REPLACE INTO checkpoint_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO checkpoint_nodes (run_id, node, status, output, error_type, error_message, "
+            "traceback, reason, started_at, finished_at, state, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 run.run_id,
                 rec.name,
@@ -168,11 +204,13 @@ class CheckpointStore:
                 rec.started_at,
                 rec.finished_at,
                 state,
+                detail,
             ),
         )
 
     def save_questions(self, run: Run) -> None:
         rows = [(run.run_id, k, dumps(q), 1) for k, q in run.pending.items()]
+        self.identity.check()
         try:
             with self._tx():
                 self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
@@ -182,13 +220,50 @@ class CheckpointStore:
             raise self._error(exc) from None
 
     def on_event(self, run: Run, event: Event) -> None:
-        """The run's subscriber: one transaction per state change of a top-level node or of the run."""
+        """The run's subscriber: one transaction per state change of a top-level node or of the run.
+
+        A write that fails stops the run (no new node starts) and ``raise_failure`` fails it: a run
+        must never report a state (PAUSED, SUCCEEDED) that is not on disk.
+        """
+        if run.run_id in self._failed:
+            return
+        try:
+            self._save_event(run, event)
+        except Exception as exc:  # disk full, lock held past the timeout, file deleted, unstorable value
+            where = f" at node {event.node!r}" if isinstance(event, NodeEvent) else ""
+            cause = exc if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+            self._failed[run.run_id] = StoreError(
+                f"run {run.run_id}: the checkpoint write{where} failed ({cause}); the run was stopped and is "
+                f"FAILED - the store holds it as of the last write that succeeded"
+            )
+            run._pause_requested = True  # nodes in flight finish, no new node starts
+
+    def raise_failure(self, run: Run) -> None:
+        """If a checkpoint write of ``run`` failed: mark the run FAILED (in memory, and on disk if the
+        file still takes it) and raise the StoreError naming the node and the cause."""
+        error = self._failed.pop(run.run_id, None)
+        if error is None:
+            return
+        run._pause_requested = False
+        run.status = RunStatus.FAILED  # whatever it reached in memory: it is not on disk
+        run.reason = str(error)
+        run.finished_at = run.finished_at or time.time()
+        try:
+            self.save_run(run)
+        except Exception:  # the file is what failed; the error below says so
+            pass
+        raise error
+
+    def _save_event(self, run: Run, event: Event) -> None:
         if isinstance(event, NodeEvent):
             if "." in event.node or not isinstance(
                 event, NodeSucceeded | NodeFailed | NodeSkipped | NodeCancelled | NodePaused
             ):
                 return  # sub-flow nodes are saved with their sub-flow node's state
             self.save_node(run, run.nodes[event.node])
+            return
+        if isinstance(event, RunStarted):
+            self.save_run(run)  # RUNNING, owned by this process: a crash from here on is recoverable
         elif isinstance(event, RunPaused):
             self.save_questions(run)
             self.save_run(run)
@@ -201,13 +276,22 @@ class CheckpointStore:
         answers = dict(run.answers)
         if key is not None:
             answers[key] = answer
+        gone = self._interrupted.get(run.run_id, "")
+        self.identity.check()
         try:
             with self._tx():
-                cur = self._db.execute(
-                    "UPDATE checkpoint_runs SET status='running', answers=?, updated_at=? "
-                    "WHERE run_id=? AND status='paused' AND pause_version=?",
-                    (dumps(answers), time.time(), run.run_id, run.pause_version),
-                )
+                if gone != "":  # interrupted: take it over from the process that is gone
+                    cur = self._db.execute(
+                        "UPDATE checkpoint_runs SET status='running', answers=?, updated_at=?, owner=?, reason=NULL "
+                        "WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ?",
+                        (dumps(answers), time.time(), owner_token(), run.run_id, gone),
+                    )
+                else:
+                    cur = self._db.execute(
+                        "UPDATE checkpoint_runs SET status='running', answers=?, updated_at=?, owner=? "
+                        "WHERE run_id=? AND status='paused' AND pause_version=?",
+                        (dumps(answers), time.time(), owner_token(), run.run_id, run.pause_version),
+                    )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
                         f"run {run.run_id} was already resumed (the store {str(self.path)!r} no longer has it "
@@ -219,6 +303,7 @@ class CheckpointStore:
                     )
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        self._interrupted.pop(run.run_id, None)
 
     def run_ids(self) -> list[tuple[str, str, str]]:
         """(run_id, flow, status) of every stored run, newest first."""
@@ -233,7 +318,8 @@ class CheckpointStore:
     def load(self, run_id: str, *, secrets: dict[str, Any] | None = None) -> Run:
         try:
             head = self._db.execute(
-                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes FROM checkpoint_runs "
+                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason "
+                "FROM checkpoint_runs "
                 "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
@@ -242,7 +328,7 @@ class CheckpointStore:
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
             nodes = self._db.execute(
                 "SELECT node, status, output, error_type, error_message, traceback, reason, started_at, "
-                "finished_at, state FROM checkpoint_nodes WHERE run_id=?",
+                "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
                 (run_id,),
             ).fetchall()
             questions = self._db.execute(
@@ -250,7 +336,7 @@ class CheckpointStore:
             ).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        flow, status, version, targets, inputs, answers, started_at, names = head
+        flow, status, version, targets, inputs, answers, started_at, names, owner, reason = head
         inputs = loads(inputs) if inputs is not None else {}
         inputs.update(secrets or {})
         run = Run(flow, run_id, inputs, loads(names) if names is not None else [])
@@ -259,7 +345,22 @@ class CheckpointStore:
         run.targets = loads(targets)
         run.answers = loads(answers)
         run.started_at = started_at
-        for name, st, output, etype, emsg, tb, reason, t0, t1, state in nodes:
+        run.reason = reason
+        if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            if owner_alive(owner):
+                run.status = RunStatus.RUNNING  # resuming it raises ResumeConflictError: it is running elsewhere
+            else:
+                # Its process is gone (SIGKILL, crashed kernel): resumable from the last checkpoint.
+                who = f"process {owner.split(':')[1]}" if owner else "the process that ran it"
+                run.status = RunStatus.PAUSED
+                run.reason = (
+                    f"interrupted: {who} stopped while the run was {status}; run.resume() continues "
+                    f"from the last checkpoint (finished nodes are kept)"
+                )
+                self._interrupted[run_id] = owner
+        else:
+            self._interrupted.pop(run_id, None)
+        for name, st, output, etype, emsg, tb, reason, t0, t1, state, detail in nodes:
             rec = run.nodes.setdefault(name, _record(name))
             rec.status = NodeStatus(st)
             rec.output = loads(output) if rec.status is NodeStatus.SUCCEEDED else MISSING
@@ -275,6 +376,8 @@ class CheckpointStore:
                 )
                 if rec.subrun is not None:
                     _reroot(rec.subrun, run)
+            if detail is not None:
+                _restore_detail(rec, loads(detail))
         for key, q in questions:
             run.pending[key] = loads(q)
         self.track(run, save=False)
@@ -283,6 +386,29 @@ class CheckpointStore:
 
 def _record(name: str) -> NodeRecord:
     return NodeRecord(name)
+
+
+def _detail(rec: NodeRecord) -> dict[str, Any]:
+    """The parts of a node record the first columns do not hold (secret inputs redacted by name)."""
+    return {
+        "attempts": [(a.number, a.started_at, a.finished_at, a.error, a.delay) for a in rec.attempts],
+        "recovered": rec.recovered,
+        "cached": rec.cached,
+        "cache_key": rec.cache_key,
+        "overridden": rec.overridden,
+        "inputs": {k: redact(k, v) for k, v in rec.inputs.items()},
+    }
+
+
+def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
+    from nbflow._record.run import Attempt
+
+    rec.attempts = [Attempt(n, t0, t1, err, delay) for n, t0, t1, err, delay in detail.get("attempts", ())]
+    rec.recovered = bool(detail.get("recovered", False))
+    rec.cached = bool(detail.get("cached", False))
+    rec.cache_key = detail.get("cache_key")
+    rec.overridden = bool(detail.get("overridden", False))
+    rec.inputs = detail.get("inputs", {})
 
 
 def _reroot(run: Run, root: Run) -> None:
@@ -307,6 +433,9 @@ def open_store(store: str | os.PathLike[str] | CheckpointStore, *, create: bool 
     key = os.path.abspath(store)
     with _STORES_LOCK:
         found = _STORES.get(key)
+        if found is not None and found.identity.changed():
+            found.close()  # the file was deleted or replaced: open what is at the path now
+            found = None
         if found is None:
             found = _STORES[key] = CheckpointStore(key, create=create)
         return found

@@ -12,9 +12,19 @@ from nbflow._core.secrets import REDACTED, Secret
 
 
 class StoredError(Exception):
-    """An exception read back from a store: its type name and message (the original is not kept)."""
+    """An exception read back from a store: its type name and message (the original is not kept).
 
-    def __init__(self, type_name: str, message: str) -> None:
+    ``type(err).__name__`` is the original type's name (``"ValueError"``), so ``record.error_type``,
+    ``nf.ErrorInfo.type`` and ``nf.Failed`` show what the user's code raised; ``isinstance(err,
+    nf.StoredError)`` tells a read-back error from a live one.
+    """
+
+    def __new__(cls, type_name: str = "Exception", message: str = "") -> StoredError:
+        if cls is StoredError:
+            cls = _stored_type(type_name)
+        return super().__new__(cls, message)
+
+    def __init__(self, type_name: str = "Exception", message: str = "") -> None:
         self.type_name = type_name
         super().__init__(message)
 
@@ -25,13 +35,28 @@ class StoredError(Exception):
         return f"StoredError({self.type_name}: {self})"
 
 
+_STORED_TYPES: dict[str, type[StoredError]] = {}
+
+
+def _stored_type(name: str) -> type[StoredError]:
+    """A subclass of StoredError named like the original exception type (one per name)."""
+    if not name.isidentifier():
+        return StoredError
+    found = _STORED_TYPES.get(name)
+    if found is None:
+        found = _STORED_TYPES[name] = type(name, (StoredError,), {"__module__": "nbflow.stored", "__slots__": ()})
+    return found
+
+
 class StorePickler(pickle.Pickler):
     """Pickles values for the store: secrets redacted, exceptions as StoredError."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, Secret):
             return (_redacted, ())
-        if isinstance(obj, BaseException) and not isinstance(obj, StoredError):
+        if isinstance(obj, StoredError):
+            return (StoredError, (obj.type_name, str(obj)))
+        if isinstance(obj, BaseException):
             return (StoredError, (type(obj).__name__, str(obj)))
         return NotImplemented
 
