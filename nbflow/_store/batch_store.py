@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Secret
 from nbflow._store.pickling import loads
-from nbflow._store.sqlite import Transaction, open_db, store_error
+from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow"]
+__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
 
 SCHEMA_VERSION = 1
 
@@ -68,6 +68,14 @@ _PICKLED = "__nbflow_pickle__"
 _REDACTED = "__nbflow_redacted__"
 
 
+class UnstorableValue(StoreError):
+    """A row's value (``column``) the store cannot write; the batch fails that row and goes on."""
+
+    def __init__(self, column: str, why: str) -> None:
+        self.column = column
+        super().__init__(f"the value of {column!r} cannot be stored ({why})")
+
+
 @dataclass(frozen=True, slots=True)
 class StoredRow:
     """A finished row as read back from the store."""
@@ -86,10 +94,14 @@ class BatchStore:
     nbflow itself only writes from one thread at a time.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0, lock_wait: float = 30.0) -> None:
+        """``timeout``: SQLite's wait for a lock per try; ``lock_wait``: how long a row write keeps
+        retrying a locked file in all before it fails (the batch then stops, see docs/batch.md)."""
         self.path = os.fspath(path)
+        self.timeout = timeout
+        self.lock_wait = lock_wait
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
-        self._db = open_db(self.path, timeout=5.0)
+        self._db = open_db(self.path, timeout=timeout)
         try:
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
@@ -103,6 +115,7 @@ class BatchStore:
                 f"store {self.path!r} has batch schema version {row[0]}, this nbflow reads version {SCHEMA_VERSION}; "
                 f"use a matching nbflow version or a new store file"
             )
+        self.identity = FileIdentity(self.path)
 
     # --- batches -----------------------------------------------------------------------------------
     def batch_info(self, batch_id: str) -> dict[str, Any] | None:
@@ -115,7 +128,8 @@ class BatchStore:
 
     def begin_batch(self, batch_id: str, flow: str, n_rows: int, columns: Iterable[str]) -> None:
         """Record the batch (idempotent for the same batch)."""
-        self._db.execute(
+        self.identity.check()
+        self._retrying(
             "INSERT OR IGNORE INTO batches(batch_id, flow, created_at, n_rows, columns) VALUES (?, ?, ?, ?, ?)",
             (batch_id, flow, time.time(), n_rows, json.dumps(list(columns))),
         )
@@ -146,16 +160,39 @@ class BatchStore:
         *,
         secret_columns: Iterable[str] = (),
     ) -> None:
-        """Write one finished row in its own transaction (replacing an earlier try of the same row)."""
-        secret = set(secret_columns)
-        encoded = {k: ({_REDACTED: True} if k in secret else _encode(v)) for k, v in data.items()}
-        text = json.dumps(encoded, allow_nan=True)
-        with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (batch_id, index, run_id, status, time.time(), text),
-            )
+        """Write one finished row in its own transaction (replacing an earlier try of the same row).
+
+        Raises UnstorableValue (nothing written) for a value that cannot be encoded, StoreError when
+        the file cannot be written: locked for longer than ``lock_wait`` (retried until then), disk
+        full, deleted or replaced.
+        """
+        text = encode_row(data, secret_columns)
+        self.identity.check()
+        args = (batch_id, index, run_id, status, time.time(), text)
+        self._retrying(
+            "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            args,
+        )
+
+    def _retrying(self, sql: str, args: tuple[Any, ...]) -> None:
+        """One write in its own transaction; a locked file is retried until ``lock_wait`` has passed."""
+        deadline = time.monotonic() + self.lock_wait
+        pause = 0.05
+        while True:
+            try:
+                with self._transaction():
+                    self._db.execute(sql, args)
+                return
+            except sqlite3.OperationalError as exc:
+                text = str(exc)
+                if ("locked" in text or "busy" in text) and time.monotonic() < deadline:
+                    time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                    pause = min(pause * 2, 1.0)
+                    continue
+                raise store_error(exc, self.path, self.lock_wait) from None
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path, self.timeout) from None
 
     def rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> dict[int, StoredRow]:
         """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``.
@@ -212,6 +249,21 @@ class BatchStore:
 
     def __repr__(self) -> str:
         return f"<nbflow BatchStore {self.path!r}>"
+
+
+def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = ()) -> str:
+    """The JSON text of a row; UnstorableValue naming the column whose value cannot be stored."""
+    secret = set(secret_columns)
+    encoded = {}
+    for k, v in data.items():
+        if k in secret:
+            encoded[k] = {_REDACTED: True}
+            continue
+        try:
+            encoded[k] = _encode(v)
+        except Exception as exc:  # pickle: TypeError, RecursionError, PicklingError, ...
+            raise UnstorableValue(k, f"{type(v).__name__}: {type(exc).__name__}: {exc}") from None
+    return json.dumps(encoded, allow_nan=True)
 
 
 def _json_exact(value: Any) -> bool:
