@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 
 # Columns added after the first release (files without them get them on open; old readers ignore them):
 # owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
-_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT"}
+_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL"}
 # detail: what the first columns do not hold (attempts, recovered, cached, original error type).
 _NODE_COLUMNS = {"detail": "BLOB"}
 
@@ -147,11 +147,11 @@ class CheckpointStore:
         owner = owner_token() if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else None
         self._write(
             "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, targets, inputs, answers, "
-            "started_at, updated_at, nodes, owner, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+            "started_at, updated_at, nodes, owner, reason, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT(run_id) DO UPDATE SET "
             "status=excluded.status, pause_version=excluded.pause_version, answers=excluded.answers, "
             "started_at=excluded.started_at, updated_at=excluded.updated_at, owner=excluded.owner, "
-            "reason=excluded.reason",
+            "reason=excluded.reason, finished_at=excluded.finished_at",
             (
                 run.run_id,
                 run.flow,
@@ -165,6 +165,7 @@ class CheckpointStore:
                 dumps(list(run.nodes)),
                 owner,
                 run.reason,
+                run.finished_at,
             ),
         )
 
@@ -318,7 +319,7 @@ class CheckpointStore:
     def load(self, run_id: str, *, secrets: dict[str, Any] | None = None) -> Run:
         try:
             head = self._db.execute(
-                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason "
+                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, finished_at "
                 "FROM checkpoint_runs "
                 "WHERE run_id=?",
                 (run_id,),
@@ -336,7 +337,7 @@ class CheckpointStore:
             ).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        flow, status, version, targets, inputs, answers, started_at, names, owner, reason = head
+        flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at = head
         inputs = loads(inputs) if inputs is not None else {}
         inputs.update(secrets or {})
         run = Run(flow, run_id, inputs, loads(names) if names is not None else [])
@@ -345,6 +346,7 @@ class CheckpointStore:
         run.targets = loads(targets)
         run.answers = loads(answers)
         run.started_at = started_at
+        run.finished_at = finished_at
         run.reason = reason
         if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
             if owner_alive(owner):
