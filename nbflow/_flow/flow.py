@@ -68,6 +68,7 @@ class Flow:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
         _check_concurrency(concurrency)
+        _check_store(store, f"flow {name!r}")
         self.name = name
         self.validate = validate
         self.concurrency = concurrency
@@ -392,6 +393,18 @@ class Flow:
         overrides = dict(overrides or {})
         if isinstance(targets, str):
             targets = [targets]
+        elif targets is not None:
+            targets = list(targets)
+            if not targets:
+                raise FlowDefinitionError(
+                    f"flow {self.name!r}: targets=[] selects no node, so nothing would run; name the nodes "
+                    f"to compute, or leave targets= out to run them all"
+                )
+        if on_event is not None and not callable(on_event):
+            raise FlowDefinitionError(
+                f"flow {self.name!r}: on_event= is called with each event (a function), got {on_event!r}"
+            )
+        _check_store(store, f"flow {self.name!r}")
         graph = self.graph
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
@@ -622,4 +635,23 @@ def _check_concurrency(concurrency: object) -> None:
     if concurrency is not None and (
         not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
     ):
-        raise ValueError(f"concurrency must be a positive int or None (no cap), got {concurrency!r}")
+        raise FlowDefinitionError(
+            f"concurrency= caps how many nodes run at once: a positive int, or None for no cap; got {concurrency!r}"
+        )
+
+
+def _check_store(store: object, where: str) -> None:
+    """A checkpoint store is a SQLite path or a CheckpointStore (None: no checkpoints)."""
+    if store is None:
+        return
+    if isinstance(store, str | os.PathLike):
+        if not os.fspath(store):
+            raise FlowDefinitionError(f"{where}: store='' names no file; give a path (store='runs.db') or None")
+        return
+    from nbflow._store.checkpoint import CheckpointStore
+
+    if not isinstance(store, CheckpointStore):
+        raise FlowDefinitionError(
+            f"{where}: store= is the SQLite file runs are checkpointed to (store='runs.db'), got {store!r} "
+            f"({type(store).__name__})"
+        )

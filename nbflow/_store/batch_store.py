@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Secret
-from nbflow._store.pickling import loads
+from nbflow._store.pickling import UntrustedData, json_exact, loads, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS batch_rows (
 );
 """
 
-_PICKLED = "__nbflow_pickle__"
+_PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
+_SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nbflow/_store/trust.py)
 _REDACTED = "__nbflow_redacted__"
 
 
@@ -94,10 +95,20 @@ class BatchStore:
     nbflow itself only writes from one thread at a time.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0, lock_wait: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 5.0,
+        lock_wait: float = 30.0,
+        allow_pickle: bool = False,
+    ) -> None:
         """``timeout``: SQLite's wait for a lock per try; ``lock_wait``: how long a row write keeps
-        retrying a locked file in all before it fails (the batch then stops, see docs/batch.md)."""
+        retrying a locked file in all before it fails (the batch then stops, see docs/batch.md).
+        ``allow_pickle=True``: unpickle values that carry no valid tag of your store key (a file
+        someone else wrote, or nbflow 0.1's) - only for a file you trust."""
         self.path = os.fspath(path)
+        self.allow_pickle = allow_pickle
         self.timeout = timeout
         self.lock_wait = lock_wait
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
@@ -208,9 +219,11 @@ class BatchStore:
         ):
             try:
                 raw = json.loads(text)
-                data = {k: _decode(v, unpickle) for k, v in raw.items()}
+                data = {k: _decode(v, unpickle, self.allow_pickle) for k, v in raw.items()}
             except Exception as exc:
                 why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, UntrustedData) and not skip_unreadable:
+                    raise UntrustedData(f"store {self.path!r}, batch {batch_id!r}, row {index}: {exc}") from None
                 if not skip_unreadable:
                     raise StoreError(
                         f"store {self.path!r}, batch {batch_id!r}, row {index}: cannot decode the stored row ({why}); "
@@ -267,17 +280,7 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = ()) -> s
 
 
 def _json_exact(value: Any) -> bool:
-    """True if JSON gives ``value`` back with the same types (tuples, int keys, objects do not)."""
-    t = type(value)
-    if value is None or t in (str, int, bool):
-        return True
-    if t is float:
-        return True  # NaN and infinities round-trip through Python's json (allow_nan)
-    if t is list:
-        return all(_json_exact(v) for v in value)
-    if t is dict:
-        return all(type(k) is str and k not in (_PICKLED, _REDACTED) and _json_exact(v) for k, v in value.items())
-    return False
+    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED))
 
 
 def _encode(value: Any) -> Any:
@@ -285,15 +288,17 @@ def _encode(value: Any) -> Any:
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
-    return {_PICKLED: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")}
+    data = sign_pickle(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    return {_SIGNED: base64.b64encode(data).decode("ascii")}
 
 
-def _decode(value: Any, unpickle: bool) -> Any:
+def _decode(value: Any, unpickle: bool, allow_pickle: bool = False) -> Any:
     if type(value) is dict and len(value) == 1:
-        if _PICKLED in value:
-            if not unpickle:
-                return {_PICKLED: "(not unpickled)"}
-            return loads(base64.b64decode(value[_PICKLED]))
+        for key in (_SIGNED, _PICKLED):
+            if key in value:
+                if not unpickle:
+                    return {key: "(not unpickled)"}
+                return loads(base64.b64decode(value[key]), allow_pickle=allow_pickle)
         if _REDACTED in value:
             return "<redacted: secret not stored>"
     if type(value) is float and math.isnan(value):

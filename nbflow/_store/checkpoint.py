@@ -35,7 +35,8 @@ from nbflow._core.secrets import redact
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.owner import owner_alive, owner_token
-from nbflow._store.pickling import StoredError, dumps, loads
+from nbflow._store.pickling import StoredError, UntrustedData, dumps
+from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
@@ -316,7 +317,15 @@ class CheckpointStore:
             raise self._error(exc) from None
         return [tuple(r) for r in rows]
 
-    def load(self, run_id: str, *, secrets: dict[str, Any] | None = None) -> Run:
+    def load(self, run_id: str, *, secrets: dict[str, Any] | None = None, allow_pickle: bool = False) -> Run:
+        """The stored run ``run_id``; pickled parts without a valid tag of your key need ``allow_pickle``."""
+        try:
+            return self._load(run_id, secrets, allow_pickle)
+        except UntrustedData as exc:
+            raise UntrustedData(f"store {str(self.path)!r}, run {run_id!r}: {exc}") from None
+
+    def _load(self, run_id: str, secrets: dict[str, Any] | None, allow_pickle: bool) -> Run:
+        loads = partial(_loads, allow_pickle=allow_pickle)
         try:
             head = self._db.execute(
                 "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, finished_at "
@@ -444,11 +453,16 @@ def open_store(store: str | os.PathLike[str] | CheckpointStore, *, create: bool 
 
 
 def load_run(
-    store: str | os.PathLike[str] | CheckpointStore, run_id: str, *, secrets: dict[str, Any] | None = None
+    store: str | os.PathLike[str] | CheckpointStore,
+    run_id: str,
+    *,
+    secrets: dict[str, Any] | None = None,
+    allow_pickle: bool = False,
 ) -> Run:
     """A stored run back (e.g. after a kernel restart); ``run.resume(answer)`` continues a paused one.
 
     ``secrets`` passes again the secret inputs, which are never stored. Raises StoreError if the file
-    is missing, locked, corrupt, or does not hold ``run_id``.
+    is missing, locked, corrupt, or does not hold ``run_id``, and when a pickled part carries no valid
+    tag of your store key (a file someone else wrote): ``allow_pickle=True`` opens it if you trust it.
     """
-    return open_store(store, create=False).load(run_id, secrets=secrets)
+    return open_store(store, create=False).load(run_id, secrets=secrets, allow_pickle=allow_pickle)
