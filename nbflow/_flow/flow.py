@@ -296,6 +296,16 @@ class Flow:
         if isinstance(func, Flow):
             if func is self:
                 raise FlowDefinitionError(f"flow {self.name!r} cannot contain itself as a sub-flow")
+            path = func._subflow_path_to(self)
+            if path is not None:
+                from nbflow._core.errors import CycleError
+
+                err = CycleError([self.name, *path])
+                err.args = (
+                    f"sub-flows form a cycle: {' -> '.join(err.cycle)}; a flow cannot run inside a flow it "
+                    f"contains. Remove one of these sub-flow nodes",
+                )
+                raise err
             spec = make_subflow_spec(func, name=name, inputs=inputs, branch=branch, map=map, loop=loop, output=output)
         else:
             if output is not None:
@@ -319,6 +329,23 @@ class Flow:
         self._specs[spec.name] = spec
         self._changed()
         return spec
+
+    def _subflow_path_to(self, target: Flow, seen: set[int] | None = None) -> list[str] | None:
+        """Flow names from this flow down to ``target`` through sub-flow nodes (None: not reachable)."""
+        seen = set() if seen is None else seen
+        if id(self) in seen:
+            return None
+        seen.add(id(self))
+        for spec in self._specs.values():
+            sub = spec.flow
+            if sub is None:
+                continue
+            if sub is target:
+                return [self.name, target.name]
+            below = sub._subflow_path_to(target, seen)
+            if below is not None:
+                return [self.name, *below]
+        return None
 
     def remove(self, name: str) -> None:
         """Remove the node ``name``."""
@@ -597,6 +624,17 @@ class Flow:
         run._flow = self
         return run.resume(answer, **kw)
 
+    def cancel(self, run: Run | str, *, store: Any = None, reason: str | None = None) -> Run:
+        """Cancel a PAUSED run of this flow (a Run, or a run id in ``store``): see ``Run.cancel``."""
+        if isinstance(run, str):
+            if store is None and self.store is None:
+                raise RunnerError(f"flow {self.name!r}: cancel by run id needs store= (the SQLite file)")
+            run = load_run(store if store is not None else self.store, run)
+        if run.flow != self.name:
+            raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
+        run.cancel(reason)
+        return run
+
     def _resume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:
         claim(run, answer, question, version)
         return run_blocking(lambda: continue_run(run), run)
@@ -636,7 +674,8 @@ def _check_concurrency(concurrency: object) -> None:
         not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
     ):
         raise FlowDefinitionError(
-            f"concurrency= caps how many nodes run at once: a positive int, or None for no cap; got {concurrency!r}"
+            f"concurrency must be a positive int or None (no cap), got {concurrency!r}: it caps how many nodes "
+            f"run at once"
         )
 
 

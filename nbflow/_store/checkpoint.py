@@ -273,8 +273,9 @@ class CheckpointStore:
             self.save_run(run)
 
     # --- resuming --------------------------------------------------------------------------------
-    def claim(self, run: Run, key: str | None, answer: Any) -> None:
-        """Move the stored run from PAUSED to RUNNING if it is still at this pause; else conflict."""
+    def claim(self, run: Run, key: str | None, answer: Any, *, cancel: bool = False) -> None:
+        """Move the stored run from PAUSED to RUNNING (CANCELLED with ``cancel``) if it is still at this
+        pause; else conflict."""
         answers = dict(run.answers)
         if key is not None:
             answers[key] = answer
@@ -282,17 +283,19 @@ class CheckpointStore:
         self.identity.check()
         try:
             with self._tx():
+                status = "cancelled" if cancel else "running"
+                owner = None if cancel else owner_token()
                 if gone != "":  # interrupted: take it over from the process that is gone
                     cur = self._db.execute(
-                        "UPDATE checkpoint_runs SET status='running', answers=?, updated_at=?, owner=?, reason=NULL "
+                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, reason=NULL "
                         "WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ?",
-                        (dumps(answers), time.time(), owner_token(), run.run_id, gone),
+                        (status, dumps(answers), time.time(), owner, run.run_id, gone),
                     )
                 else:
                     cur = self._db.execute(
-                        "UPDATE checkpoint_runs SET status='running', answers=?, updated_at=?, owner=? "
+                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=? "
                         "WHERE run_id=? AND status='paused' AND pause_version=?",
-                        (dumps(answers), time.time(), owner_token(), run.run_id, run.pause_version),
+                        (status, dumps(answers), time.time(), owner, run.run_id, run.pause_version),
                     )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
@@ -303,6 +306,8 @@ class CheckpointStore:
                     self._db.execute(
                         "UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND key=?", (run.run_id, key)
                     )
+                if cancel:
+                    self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         self._interrupted.pop(run.run_id, None)

@@ -95,3 +95,48 @@ def test_output_nodes_named_like_batch_columns_are_refused_before_running(name: 
     with pytest.raises(nf.BatchError, match=f"output node {name!r}"):
         flow.batch([{"x": 1}, {"x": 2}])
     assert ran == []
+
+
+def test_sys_exit_in_a_node_fails_that_node_not_the_program() -> None:
+    import sys
+
+    flow = nf.Flow("exits")
+
+    @flow.node
+    def quits(x: int) -> int:
+        sys.exit(3)
+
+    @flow.node(retry=2)
+    def quits_with_policy(x: int) -> int:
+        sys.exit(4)
+
+    @flow.node
+    def fine(x: int) -> int:
+        return x
+
+    run = flow.run(x=1, show=False)
+    assert run.nodes["quits"].status is nf.NodeStatus.FAILED
+    assert "sys.exit(3)" in str(run.nodes["quits"].error)
+    assert run.nodes["quits_with_policy"].status is nf.NodeStatus.FAILED
+    assert run["fine"] == 1
+    frame = flow.batch([{"x": i} for i in range(5)])
+    assert list(frame.status) == ["failed"] * 5 and list(frame.fine) == list(range(5))
+
+
+def test_a_node_raising_cancelled_error_itself_fails_that_node() -> None:
+    import asyncio
+
+    flow = nf.Flow("self_cancel")
+
+    @flow.node
+    async def cancels(x: int) -> int:
+        raise asyncio.CancelledError
+
+    @flow.node
+    def fine(x: int) -> int:
+        return x
+
+    run = flow.run(x=1, show=False)
+    assert run.nodes["cancels"].status is nf.NodeStatus.FAILED
+    assert "CancelledError itself" in str(run.nodes["cancels"].error)
+    assert run.status is nf.RunStatus.FAILED and run["fine"] == 1
