@@ -16,6 +16,8 @@ See docs/batch.md.
 
 from __future__ import annotations
 
+import math
+import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,8 +34,6 @@ from nbflow._record.batch_progress import BatchProgress
 from nbflow._store.batch_store import BatchStore
 
 if TYPE_CHECKING:
-    import os
-
     import pandas as pd
 
     from nbflow._flow.flow import Flow
@@ -197,12 +197,24 @@ def _options(
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise BatchError(f"concurrency= is the number of rows in flight, a positive int; got {concurrency!r}")
     if max_consecutive_failures is not None and (
-        not isinstance(max_consecutive_failures, int) or max_consecutive_failures < 1
+        not isinstance(max_consecutive_failures, int)
+        or isinstance(max_consecutive_failures, bool)
+        or max_consecutive_failures < 1
     ):
         raise BatchError(f"max_consecutive_failures= must be a positive int or None, got {max_consecutive_failures!r}")
     for name, value in (("timeout", timeout), ("row_timeout", row_timeout)):
-        if value is not None and (not isinstance(value, int | float) or value <= 0):
+        if value is not None and (
+            not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value <= 0
+        ):
             raise BatchError(f"{name}= is in seconds and must be positive (or None), got {value!r}")
+    if store is not None and not isinstance(store, str | os.PathLike | BatchStore):
+        raise BatchError(
+            f"store= is a SQLite file path (store='runs.db') or an nf.BatchStore, got {store!r} ({type(store).__name__})"
+        )
+    if isinstance(store, str | os.PathLike) and not os.fspath(store):
+        raise BatchError("store='' names no file; give a path (store='runs.db') or leave store= out")
+    if isinstance(outputs, list | tuple | set | frozenset) and not outputs:
+        raise BatchError("outputs=[] selects no node, so no row would compute anything; name nodes or leave it out")
     if resume and store is None:
         raise BatchError("resume=True needs store= (the SQLite file the earlier batch wrote to)")
     if batch_id is not None and (not isinstance(batch_id, str) or not batch_id):
@@ -298,7 +310,8 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
                 NbflowWarning,
                 stacklevel=4,
             )
-    stored = store.rows(state.batch_id, skip_unreadable=True) if info is not None else {}
+    # Without resume the rows are only counted: never decode (let alone unpickle) them.
+    stored = store.rows(state.batch_id, unpickle=opts.resume, skip_unreadable=True) if info is not None else {}
     if info is not None and store.unreadable:
         first = next(iter(store.unreadable.items()))
         warnings.warn(

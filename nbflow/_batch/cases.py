@@ -148,6 +148,14 @@ def prepare_cases(
     for name in out_list:
         if name not in graph.nodes:
             raise UnknownNodeError(name, graph.nodes, role="output")
+    reserved = [n for n in out_list if n in STATUS_COLUMNS]
+    if reserved:
+        n = reserved[0]
+        raise BatchError(
+            f"output node {n!r} has the name of a column the batch adds ({', '.join(STATUS_COLUMNS)}), so its "
+            f"output could not be told apart in the result; rename the node (@flow.node(name='{n}_value')) "
+            f"or leave it out of outputs="
+        )
     clash = [c for c in all_columns if c in out_list or c in STATUS_COLUMNS]
     if clash:
         c = clash[0]

@@ -40,6 +40,7 @@ from nbflow._batch.rows import (
     end_batch,
     render_progress,
     run_rows,
+    save_row,
     stop_warning,
     stopped_by,
     unfinished,
@@ -410,6 +411,19 @@ async def _run_remote(
                 if run is not None and state.archive is not None:
                     run.graph, run._flow = flow.graph, flow
                     state.archive.offer(run, result["status"])
+                store_failed = (
+                    save_row(
+                        store,
+                        state,
+                        i,
+                        result,
+                        secret,
+                        secrets=secret_texts(cases.cases[i].inputs, by_name=bool(secret)),
+                        run=run,
+                    )
+                    if store is not None
+                    else None
+                )
                 if result["status"] == "succeeded":
                     progress.succeeded += 1
                     consecutive = 0
@@ -420,18 +434,8 @@ async def _run_remote(
                     progress.failed += 1
                     consecutive += 1
                     last_error = f"{result['error_type']}: {result['error_message']}"
-                if store is not None:
-                    assert state.batch_id is not None
-                    store.write_row(
-                        state.batch_id,
-                        i,
-                        result["run_id"],
-                        result["status"],
-                        result,
-                        secret_columns=secret,
-                        secrets=secret_texts(cases.cases[i].inputs, by_name=bool(secret)),
-                        run=run,
-                    )
+                if store_failed is not None and state.stopped is None:
+                    state.stopped = store_failed
                 if breaker is not None and consecutive >= breaker and state.stopped is None:
                     state.stopped = (
                         f"circuit breaker: {consecutive} consecutive rows failed "

@@ -17,12 +17,12 @@ import anyio
 
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
-from nbflow._core.errors import BatchInterrupted, NbflowWarning
+from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
-from nbflow._store.batch_store import BatchStore
+from nbflow._store.batch_store import BatchStore, UnstorableValue
 
 if TYPE_CHECKING:
     import os
@@ -156,6 +156,19 @@ async def run_rows(
             if archive is not None and archive.wants(result["status"]):
                 archive.offer(run, result["status"])
                 kept = True
+            store_failed = (
+                save_row(
+                    store,
+                    state,
+                    i,
+                    result,
+                    secret,
+                    secrets=secret_texts(case.inputs, by_name=bool(secret)),
+                    run=run if kept else None,
+                )
+                if store is not None
+                else None
+            )
             if result["status"] == "paused":
                 progress.paused += 1
                 consecutive = 0
@@ -166,18 +179,9 @@ async def run_rows(
                 progress.failed += 1
                 consecutive += 1
                 last_error = f"{result['error_type']}: {result['error_message']}"
-            if store is not None:
-                assert state.batch_id is not None
-                store.write_row(
-                    state.batch_id,
-                    i,
-                    result["run_id"],
-                    result["status"],
-                    result,
-                    secret_columns=secret,
-                    secrets=secret_texts(case.inputs, by_name=bool(secret)),
-                    run=run if kept else None,
-                )
+            if store_failed is not None and not stop:
+                stop = True
+                state.stopped = store_failed
             if breaker is not None and consecutive >= breaker and not stop:
                 stop = True
                 state.stopped = (
@@ -214,6 +218,60 @@ async def run_rows(
     await _cancel([refresher])
     end_batch(state, progress, renderer, state.stopped)
     stop_warning(state, store is not None)
+
+
+def save_row(
+    store: BatchStore,
+    state: Any,
+    i: int,
+    result: dict[str, Any],
+    secret: list[str],
+    *,
+    secrets: tuple[str, ...] = (),
+    run: Run | None = None,
+) -> str | None:
+    """Write finished row ``i``; a value the store cannot hold fails that row (the batch goes on).
+
+    Returns why the batch must stop when the file itself cannot be written (locked past the store's
+    ``lock_wait``, disk full, deleted): then, like the circuit breaker, the batch ends with its partial
+    frame (the row is in it) and ``frame.attrs["stopped"]`` names the StoreError.
+    """
+    assert state.batch_id is not None
+    try:
+        try:
+            store.write_row(
+                state.batch_id,
+                i,
+                result["run_id"],
+                result["status"],
+                result,
+                secret_columns=secret,
+                secrets=secrets,
+                run=run,
+            )
+        except UnstorableValue as exc:
+            column = exc.column
+            node = column if column in state.cases.outputs else result.get("error_node")
+            result[column] = None
+            result.update(
+                status="failed",
+                error_type="StoreError",
+                error_message=f"row {i}: the output of node {node!r} cannot be stored in {store.path!r}: {exc}",
+                error_node=node,
+            )
+            store.write_row(
+                state.batch_id,
+                i,
+                result["run_id"],
+                result["status"],
+                result,
+                secret_columns=secret,
+                secrets=secrets,
+                run=run,
+            )
+    except StoreError as exc:
+        return f"StoreError: row {i} could not be written, so the batch stopped: {exc}"
+    return None
 
 
 def end_batch(state: Any, progress: Any, renderer: Any, stopped: str | None) -> None:

@@ -98,6 +98,12 @@ def make_spec(
     if not callable(func):
         raise FlowDefinitionError(f"@flow.node needs a function, got {func!r} ({type(func).__name__})")
     node_name = check_name(name if name is not None else getattr(func, "__name__", None))
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise FlowDefinitionError(
+            f"node {node_name!r} is a generator function ({'async ' if inspect.isasyncgenfunction(func) else ''}"
+            f"def with yield): its output would be a generator object, not the values it yields; return a "
+            f"list (return list(...)) or use @flow.map over the items"
+        )
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError) as exc:

@@ -65,7 +65,7 @@ def guard_reason(
         router, branch = g.spec.branch
         rec = records[router]
         if rec.status is not NodeStatus.SUCCEEDED:
-            return upstream_reason(router, rec)
+            return why(router, rec)  # e.g. "...; its failure handler 'h' runs instead"
         if branch not in taken_branches(rec.output):
             return f"branch {branch!r} of {router!r} not taken"
     for dep in g.deps:
@@ -114,9 +114,10 @@ async def run_control(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Ru
         return await _run_loop(g, rec, kwargs, call)
     out = await call(kwargs, "", None)
     if spec.router is not None:
+        # An empty list (or tuple, set) takes no branch: every branch is skipped (docs/control_flow.md).
         chosen = taken_branches(out) if isinstance(out, str | list | tuple | set | frozenset) else None
-        if chosen is None or not chosen or any(b not in g.branches for b in chosen):
-            bad = out if chosen is None or not chosen else next(b for b in chosen if b not in g.branches)
+        if chosen is None or any(b not in g.branches for b in chosen):
+            bad = out if chosen is None else next(b for b in chosen if b not in g.branches)
             raise RoutingError(spec.name, bad, g.branches)
     return out
 

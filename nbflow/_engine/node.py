@@ -5,6 +5,7 @@ This is where per-node policies (retries, timeouts, error strategies) live.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -14,6 +15,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from nbflow._core.errors import RunnerError
 from nbflow._core.events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
 from nbflow._core.states import NodeStatus
 from nbflow._dsl.limits import Limit
@@ -25,7 +27,37 @@ from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
 from nbflow._record.run import Attempt, NodeRecord, Run
 
-__all__ = ["call_node", "invoke", "mark_paused"]
+__all__ = ["NodeEscaped", "call_node", "escaped", "invoke", "mark_paused"]
+
+
+class NodeEscaped(RunnerError):
+    """A node raised SystemExit or its own CancelledError: recorded as the node's failure, so it cannot
+    end the interpreter, a batch, or cancel the run it is part of."""
+
+
+def escaped(exc: BaseException, node: str) -> NodeEscaped | None:
+    """The failure to record when node ``node`` raised ``exc`` itself (None: a real cancellation/exit to propagate).
+
+    ``sys.exit()`` inside a node is the node's failure. A CancelledError is the node's own when the task
+    running it was not being cancelled (``task.cancelling() == 0``); a real cancel (Ctrl-C, a deadline,
+    ``handle.cancel()``) still propagates.
+    """
+    if isinstance(exc, SystemExit):
+        return NodeEscaped(
+            f"node {node!r} called sys.exit({exc.code!r}) (SystemExit): a node cannot end the program; raise an "
+            f"exception instead (the node is FAILED, the rest of the run goes on as for any failure)"
+        )
+    if isinstance(exc, asyncio.CancelledError):
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return None
+        if task is not None and task.cancelling() == 0:
+            return NodeEscaped(
+                f"node {node!r} raised CancelledError itself (nobody cancelled it): recorded as its failure; "
+                f"raise another exception to fail a node"
+            )
+    return None
 
 
 async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> None:
@@ -79,9 +111,18 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
         mark_paused(rec, run, signal)
         return
-    except BaseException:
+    except BaseException as exc:
         rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
-        raise
+        own = escaped(exc, name)
+        if own is None:
+            raise
+        own.__cause__ = exc
+        attempt.error = rec.error = own
+        rec.traceback = format_user_traceback(exc)
+        rec._to(NodeStatus.FAILED)
+        if run._subscribers:
+            run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=own, duration=0.0))
+        return
     duration = time.perf_counter() - t0
     rec.finished_at = attempt.finished_at = started + duration
     rec.output = out

@@ -22,7 +22,7 @@ from nbflow._dsl.limits import Limit
 from nbflow._dsl.policies import Default, Failed, OnError, Retry
 from nbflow._engine.ask import PauseSignal
 from nbflow._engine.caching import CachePlan
-from nbflow._engine.node import invoke, mark_paused
+from nbflow._engine.node import escaped, invoke, mark_paused
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode, Graph
 from nbflow._record.run import Attempt, NodeRecord, Run
@@ -125,7 +125,13 @@ async def _attempt(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, 
         else:
             inner = pol.limits
         if pol.timeout is None:
-            out = await invoke(g, rec, kwargs, run, inner)
+            try:
+                out = await invoke(g, rec, kwargs, run, inner)
+            except (SystemExit, asyncio.CancelledError) as exc:
+                own = escaped(exc, g.spec.name)
+                if own is None:
+                    raise
+                raise own from exc
         else:
             try:
                 async with asyncio.timeout(pol.timeout) as cm:

@@ -13,10 +13,9 @@ from typing import Any, TypeVar, overload
 from nbflow._batch import api as _batch
 from nbflow._batch import paused as _paused
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
-from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
+from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, UnknownNodeError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
-from nbflow._core.states import RunStatus
 from nbflow._dsl import options as _options
 from nbflow._dsl.control import Loop, Map, Router
 from nbflow._dsl.limits import Limit
@@ -72,6 +71,7 @@ class Flow:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
         _check_concurrency(concurrency)
+        _check_store(store, f"flow {name!r}")
         self.name = name
         self.validate = validate
         self.concurrency = concurrency
@@ -300,6 +300,16 @@ class Flow:
         if isinstance(func, Flow):
             if func is self:
                 raise FlowDefinitionError(f"flow {self.name!r} cannot contain itself as a sub-flow")
+            path = func._subflow_path_to(self)
+            if path is not None:
+                from nbflow._core.errors import CycleError
+
+                err = CycleError([self.name, *path])
+                err.args = (
+                    f"sub-flows form a cycle: {' -> '.join(err.cycle)}; a flow cannot run inside a flow it "
+                    f"contains. Remove one of these sub-flow nodes",
+                )
+                raise err
             spec = make_subflow_spec(func, name=name, inputs=inputs, branch=branch, map=map, loop=loop, output=output)
         else:
             if output is not None:
@@ -371,6 +381,23 @@ class Flow:
         pending = close_specs(self._resources.values())
         if pending is not None:
             await pending
+
+    def _subflow_path_to(self, target: Flow, seen: set[int] | None = None) -> list[str] | None:
+        """Flow names from this flow down to ``target`` through sub-flow nodes (None: not reachable)."""
+        seen = set() if seen is None else seen
+        if id(self) in seen:
+            return None
+        seen.add(id(self))
+        for spec in self._specs.values():
+            sub = spec.flow
+            if sub is None:
+                continue
+            if sub is target:
+                return [self.name, target.name]
+            below = sub._subflow_path_to(target, seen)
+            if below is not None:
+                return [self.name, *below]
+        return None
 
     def remove(self, name: str) -> None:
         """Remove the node ``name``."""
@@ -445,6 +472,18 @@ class Flow:
         overrides = dict(overrides or {})
         if isinstance(targets, str):
             targets = [targets]
+        elif targets is not None:
+            targets = list(targets)
+            if not targets:
+                raise FlowDefinitionError(
+                    f"flow {self.name!r}: targets=[] selects no node, so nothing would run; name the nodes "
+                    f"to compute, or leave targets= out to run them all"
+                )
+        if on_event is not None and not callable(on_event):
+            raise FlowDefinitionError(
+                f"flow {self.name!r}: on_event= is called with each event (a function), got {on_event!r}"
+            )
+        _check_store(store, f"flow {self.name!r}")
         graph = self.graph
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
@@ -480,13 +519,8 @@ class Flow:
         finally:
             if ticker is not None:
                 ticker.cancel()
-        if run.status is RunStatus.PAUSED and run.store is not None and run.store.unstorable:
-            what = "; ".join(f"{k!r}: {v}" for k, v in run.store.unstorable.items())
-            raise StoreError(
-                f"run {run.run_id} paused, but its checkpoint is incomplete: cannot store {what}. It can be "
-                f"resumed in this session (run.resume(...)), not after a restart; return picklable data "
-                f"from those nodes"
-            )
+        if run.store is not None:
+            run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
         return run
 
     async def _execute_child(
@@ -644,6 +678,17 @@ class Flow:
         run._flow = self
         return run.resume(answer, **kw)
 
+    def cancel(self, run: Run | str, *, store: Any = None, reason: str | None = None) -> Run:
+        """Cancel a PAUSED run of this flow (a Run, or a run id in ``store``): see ``Run.cancel``."""
+        if isinstance(run, str):
+            if store is None and self.store is None:
+                raise RunnerError(f"flow {self.name!r}: cancel by run id needs store= (the SQLite file)")
+            run = load_run(store if store is not None else self.store, run)
+        if run.flow != self.name:
+            raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
+        run.cancel(reason)
+        return run
+
     def _resume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:
         claim(run, answer, question, version)
         return run_blocking(lambda: continue_run(run), run)
@@ -682,4 +727,24 @@ def _check_concurrency(concurrency: object) -> None:
     if concurrency is not None and (
         not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
     ):
-        raise ValueError(f"concurrency must be a positive int or None (no cap), got {concurrency!r}")
+        raise FlowDefinitionError(
+            f"concurrency must be a positive int or None (no cap), got {concurrency!r}: it caps how many nodes "
+            f"run at once"
+        )
+
+
+def _check_store(store: object, where: str) -> None:
+    """A checkpoint store is a SQLite path or a CheckpointStore (None: no checkpoints)."""
+    if store is None:
+        return
+    if isinstance(store, str | os.PathLike):
+        if not os.fspath(store):
+            raise FlowDefinitionError(f"{where}: store='' names no file; give a path (store='runs.db') or None")
+        return
+    from nbflow._store.checkpoint import CheckpointStore
+
+    if not isinstance(store, CheckpointStore):
+        raise FlowDefinitionError(
+            f"{where}: store= is the SQLite file runs are checkpointed to (store='runs.db'), got {store!r} "
+            f"({type(store).__name__})"
+        )

@@ -27,6 +27,11 @@ def claim(run: Run, answer: Any, question: str | None, version: int | None) -> N
         raise ResumeConflictError(f"run {run.run_id} is part of a larger run; resume {run._root.run_id} instead")
     _check_resumable(run)  # fail before anything changes
     with run._resume_lock:
+        if run.status is RunStatus.RUNNING:
+            raise ResumeConflictError(
+                f"run {run.run_id} is RUNNING (here, or in another live process that owns it in its store); "
+                f"there is nothing to resume until it pauses or stops - load it again then"
+            )
         if run.status is not RunStatus.PAUSED:
             raise ResumeConflictError(
                 f"run {run.run_id} is {run.status.name}, not PAUSED: there is nothing to resume "
@@ -44,6 +49,7 @@ def claim(run: Run, answer: Any, question: str | None, version: int | None) -> N
         if key is not None:
             run.answers[key] = value
             del run.pending[key]
+        run.reason = None  # e.g. "interrupted: ...": the run goes on
         run._to(RunStatus.RUNNING)
 
 

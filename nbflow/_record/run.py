@@ -373,6 +373,44 @@ class Run:
         """Like ``aresume`` but blocking (works in a script and in a notebook cell)."""
         return flow_of(self)._resume_run(self, answer, question, version)
 
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel a PAUSED run (e.g. nobody will answer): it becomes CANCELLED, its open questions close,
+        its paused and pending nodes are CANCELLED, finished outputs are kept. In a store, the change is
+        claimed like a resume (exactly one of a racing cancel and resume wins). A running run is
+        stopped with ``handle.cancel()`` instead."""
+        from nbflow._core.events import NodeCancelled
+
+        if self._root is not self:
+            raise ResumeConflictError(f"run {self.run_id} is part of a larger run; cancel {self._root.run_id} instead")
+        why = reason or "cancelled while paused"
+        with self._resume_lock:
+            if self.status is not RunStatus.PAUSED:
+                raise ResumeConflictError(
+                    f"run {self.run_id} is {self.status.name}; only a PAUSED run can be cancelled this way "
+                    f"(stop a running one with handle.cancel())"
+                )
+            if self.store is not None:
+                self.store.claim(self, None, MISSING, cancel=True)  # raises if another process got there first
+            now = time.time()
+            self.pending.clear()
+            self.reason = why
+            for rec in self.nodes.values():
+                if not rec.status.finished:
+                    rec._to(NodeStatus.CANCELLED)
+                    rec.skip_reason = why
+                    self._emit(NodeCancelled(run_id=self.run_id, time=now, node=rec.name, reason=why))
+            self.finished_at = now
+            self._to(RunStatus.CANCELLED)
+            self._emit(
+                RunFinished(
+                    run_id=self.run_id,
+                    time=now,
+                    status=RunStatus.CANCELLED,
+                    duration=self.duration or 0.0,
+                    reason=why,
+                )
+            )
+
     def to_frame(self) -> pd.DataFrame:
         """One row per node: status, output, error, attempts, times, skip reason."""
         import pandas as pd

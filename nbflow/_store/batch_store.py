@@ -25,7 +25,6 @@ import base64
 import json
 import math
 import os
-import pickle
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -35,15 +34,15 @@ from typing import TYPE_CHECKING, Any
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
 from nbflow._store.checkpoint import ensure_schema, write_whole_run
-from nbflow._store.pickling import dumps, loads
-from nbflow._store.sqlite import Transaction, open_db, store_error
+from nbflow._store.pickling import UntrustedData, json_exact, loads, pickled, sign_pickle
+from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from nbflow._record.run import Run
 
-__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow"]
+__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
 
 SCHEMA_VERSION = 1
 
@@ -67,8 +66,17 @@ CREATE TABLE IF NOT EXISTS batch_rows (
 );
 """
 
-_PICKLED = "__nbflow_pickle__"
+_PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
+_SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nbflow/_store/trust.py)
 _REDACTED = "__nbflow_redacted__"
+
+
+class UnstorableValue(StoreError):
+    """A row's value (``column``) the store cannot write; the batch fails that row and goes on."""
+
+    def __init__(self, column: str, why: str) -> None:
+        self.column = column
+        super().__init__(f"the value of {column!r} cannot be stored ({why})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +97,25 @@ class BatchStore:
     nbflow itself only writes from one thread at a time.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 5.0,
+        lock_wait: float = 30.0,
+        allow_pickle: bool = False,
+    ) -> None:
+        """``timeout``: SQLite's wait for a lock per try; ``lock_wait``: how long a row write keeps
+        retrying a locked file in all before it fails (the batch then stops, see docs/batch.md).
+        ``allow_pickle=True``: unpickle values that carry no valid tag of your store key (a file
+        someone else wrote, or nbflow 0.1's) - only for a file you trust."""
         self.path = os.fspath(path)
+        self.allow_pickle = allow_pickle
+        self.timeout = timeout
+        self.lock_wait = lock_wait
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
         self._runs_ready = False  # the checkpoint tables exist (created with the first run written)
-        self._db = open_db(self.path, timeout=5.0)
+        self._db = open_db(self.path, timeout=timeout)
         try:
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
@@ -107,6 +129,7 @@ class BatchStore:
                 f"store {self.path!r} has batch schema version {row[0]}, this nbflow reads version {SCHEMA_VERSION}; "
                 f"use a matching nbflow version or a new store file"
             )
+        self.identity = FileIdentity(self.path)
 
     # --- batches -----------------------------------------------------------------------------------
     def batch_info(self, batch_id: str) -> dict[str, Any] | None:
@@ -119,7 +142,8 @@ class BatchStore:
 
     def begin_batch(self, batch_id: str, flow: str, n_rows: int, columns: Iterable[str]) -> None:
         """Record the batch (idempotent for the same batch)."""
-        self._db.execute(
+        self.identity.check()
+        self._retrying(
             "INSERT OR IGNORE INTO batches(batch_id, flow, created_at, n_rows, columns) VALUES (?, ?, ?, ?, ?)",
             (batch_id, flow, time.time(), n_rows, json.dumps(list(columns))),
         )
@@ -157,22 +181,44 @@ class BatchStore:
         ``secrets``: the texts of the row's secret values; they are redacted wherever they appear
         (an output built from a key, an error message, a traceback). With ``run``, its whole record goes
         in the same transaction (``nf.load_run(path, run_id)`` reads it).
+
+        Raises UnstorableValue (nothing written) for a value that cannot be encoded, StoreError when
+        the file cannot be written: locked for longer than ``lock_wait`` (retried until then), disk
+        full, deleted or replaced.
         """
-        secret = set(secret_columns)
-        red = Redactor(secrets)
-        encoded = {k: ({_REDACTED: True} if k in secret else _encode(red.scrub(v), red)) for k, v in data.items()}
-        text = json.dumps(encoded, allow_nan=True)
-        with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (batch_id, index, run_id, status, time.time(), text),
-            )
-            if run is not None:
-                if not self._runs_ready:
-                    ensure_schema(self._db, self.path)
-                    self._runs_ready = True
-                write_whole_run(self._db, run)
+        text = encode_row(data, secret_columns, Redactor(secrets))
+        self.identity.check()
+        args = (batch_id, index, run_id, status, time.time(), text)
+        self._retrying(
+            "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            args,
+            run,
+        )
+
+    def _retrying(self, sql: str, args: tuple[Any, ...], run: Run | None = None) -> None:
+        """One write in its own transaction (with ``run``'s record); a locked file is retried until ``lock_wait``."""
+        deadline = time.monotonic() + self.lock_wait
+        pause = 0.05
+        while True:
+            try:
+                with self._transaction():
+                    self._db.execute(sql, args)
+                    if run is not None:
+                        if not self._runs_ready:
+                            ensure_schema(self._db, self.path)
+                            self._runs_ready = True
+                        write_whole_run(self._db, run)
+                return
+            except sqlite3.OperationalError as exc:
+                text = str(exc)
+                if ("locked" in text or "busy" in text) and time.monotonic() < deadline:
+                    time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                    pause = min(pause * 2, 1.0)
+                    continue
+                raise store_error(exc, self.path, self.lock_wait) from None
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path, self.timeout) from None
 
     def rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> dict[int, StoredRow]:
         """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``.
@@ -188,9 +234,11 @@ class BatchStore:
         ):
             try:
                 raw = json.loads(text)
-                data = {k: _decode(v, unpickle) for k, v in raw.items()}
+                data = {k: _decode(v, unpickle, self.allow_pickle) for k, v in raw.items()}
             except Exception as exc:
                 why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, UntrustedData) and not skip_unreadable:
+                    raise UntrustedData(f"store {self.path!r}, batch {batch_id!r}, row {index}: {exc}") from None
                 if not skip_unreadable:
                     raise StoreError(
                         f"store {self.path!r}, batch {batch_id!r}, row {index}: cannot decode the stored row ({why}); "
@@ -231,18 +279,23 @@ class BatchStore:
         return f"<nbflow BatchStore {self.path!r}>"
 
 
+def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
+    """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
+    secret = set(secret_columns)
+    encoded = {}
+    for k, v in data.items():
+        if k in secret:
+            encoded[k] = {_REDACTED: True}
+            continue
+        try:
+            encoded[k] = _encode(red.scrub(v), red) if red else _encode(v)
+        except Exception as exc:  # pickle: TypeError, RecursionError, PicklingError, ...
+            raise UnstorableValue(k, f"{type(v).__name__}: {type(exc).__name__}: {exc}") from None
+    return json.dumps(encoded, allow_nan=True)
+
+
 def _json_exact(value: Any) -> bool:
-    """True if JSON gives ``value`` back with the same types (tuples, int keys, objects do not)."""
-    t = type(value)
-    if value is None or t in (str, int, bool):
-        return True
-    if t is float:
-        return True  # NaN and infinities round-trip through Python's json (allow_nan)
-    if t is list:
-        return all(_json_exact(v) for v in value)
-    if t is dict:
-        return all(type(k) is str and k not in (_PICKLED, _REDACTED) and _json_exact(v) for k, v in value.items())
-    return False
+    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED))
 
 
 def _encode(value: Any, red: Redactor | None = None) -> Any:
@@ -250,17 +303,17 @@ def _encode(value: Any, red: Redactor | None = None) -> Any:
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
-    if red:  # an object holding a secret's text (an attribute, an exception): the store pickler redacts it
-        return {_PICKLED: base64.b64encode(dumps(value, red)).decode("ascii")}
-    return {_PICKLED: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")}
+    data = sign_pickle(pickled(value, red))
+    return {_SIGNED: base64.b64encode(data).decode("ascii")}
 
 
-def _decode(value: Any, unpickle: bool) -> Any:
+def _decode(value: Any, unpickle: bool, allow_pickle: bool = False) -> Any:
     if type(value) is dict and len(value) == 1:
-        if _PICKLED in value:
-            if not unpickle:
-                return {_PICKLED: "(not unpickled)"}
-            return loads(base64.b64decode(value[_PICKLED]))
+        for key in (_SIGNED, _PICKLED):
+            if key in value:
+                if not unpickle:
+                    return {key: "(not unpickled)"}
+                return loads(base64.b64decode(value[key]), allow_pickle=allow_pickle)
         if _REDACTED in value:
             return "<redacted: secret not stored>"
     if type(value) is float and math.isnan(value):

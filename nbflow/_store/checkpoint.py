@@ -29,13 +29,16 @@ from nbflow._core.events import (
     NodeSucceeded,
     RunFinished,
     RunPaused,
+    RunStarted,
 )
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Redactor, redact
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
-from nbflow._store.pickling import StoredError, dumps, loads
-from nbflow._store.sqlite import Transaction, open_db, store_error
+from nbflow._store.owner import owner_alive, owner_token
+from nbflow._store.pickling import StoredError, UntrustedData, dumps
+from nbflow._store.pickling import loads as _loads
+from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
@@ -62,6 +65,20 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 """
 
 
+# Columns added after the first release (files without them get them on open; old readers ignore them):
+# owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
+_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL"}
+# detail: what the first columns do not hold (attempts, recovered, cached, original error type).
+_NODE_COLUMNS = {"detail": "BLOB"}
+
+
+def _add_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    for name, kind in columns.items():
+        if name not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
+
 def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
     """Create the checkpoint tables if needed (inside the caller's transaction); refuse a newer schema."""
     for stmt in filter(str.strip, _SCHEMA.split(";")):
@@ -73,18 +90,28 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         raise StoreError(
             f"store {str(path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); upgrade nbflow to read it"
         )
+    _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
+    _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
 
 
 _RUN_SQL = (
-    "INSERT INTO checkpoint_runs VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
+    "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, targets, inputs, answers, "
+    "started_at, updated_at, nodes, owner, reason, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT(run_id) DO UPDATE SET "
     "status=excluded.status, pause_version=excluded.pause_version, answers=excluded.answers, "
-    "updated_at=excluded.updated_at"
+    "started_at=excluded.started_at, updated_at=excluded.updated_at, owner=excluded.owner, "
+    "reason=excluded.reason, finished_at=excluded.finished_at"
 )
-_NODE_SQL = "INSERT OR REPLACE INTO checkpoint_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+_NODE_SQL = (
+    "INSERT OR REPLACE INTO checkpoint_nodes (run_id, node, status, output, error_type, error_message, "
+    "traceback, reason, started_at, finished_at, state, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
 _QUESTION_SQL = "INSERT OR REPLACE INTO checkpoint_questions VALUES (?,?,?,?)"
 
 
-def _run_params(run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
+def _run_params(
+    run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor, owner: str | None
+) -> tuple[Any, ...]:
     inputs = {k: redact(k, v) for k, v in run.inputs.items()}
     return (
         run.run_id,
@@ -97,6 +124,9 @@ def _run_params(run: Run, dump: Callable[[str, Any], bytes | None], red: Redacto
         run.started_at,
         time.time(),
         dumps(list(run.nodes)),
+        owner,
+        red(run.reason) if run.reason is not None else None,
+        run.finished_at,
     )
 
 
@@ -107,6 +137,13 @@ def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | N
         state = dump(
             rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
         )
+    info = _detail(rec)
+    detail: bytes | None
+    try:
+        detail = dumps(info, red)
+    except Exception:  # an input that cannot be stored is left out (its source's output is stored)
+        info["inputs"] = {}
+        detail = dump(rec.name, info)
     return (
         run.run_id,
         rec.name,
@@ -119,6 +156,7 @@ def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | N
         rec.started_at,
         rec.finished_at,
         state,
+        detail,
     )
 
 
@@ -128,7 +166,6 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     How a batch row's run reaches the store with its row (``flow.batch(..., store=, keep=)``). A value that
     cannot be stored is left out of the record (the row itself says how the node ended).
     """
-
     red = Redactor.for_inputs(run._root.inputs)
 
     def dump(what: str, value: Any) -> bytes | None:
@@ -137,7 +174,7 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
         except Exception:
             return None
 
-    db.execute(_RUN_SQL, _run_params(run, dump, red))
+    db.execute(_RUN_SQL, _run_params(run, dump, red, None))
     db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
     db.executemany(_QUESTION_SQL, [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()])
 
@@ -157,12 +194,15 @@ class CheckpointStore:
         self._lock = threading.Lock()
         self.unstorable: dict[str, str] = {}
         """Nodes whose output could not be stored, with why (reported when the run pauses)."""
+        self._interrupted: dict[str, str | None] = {}  # run id -> the gone owner it was loaded with
+        self._failed: dict[str, StoreError] = {}  # run id -> the write that failed (the run is stopped)
         self._db = open_db(self.path, timeout)
         try:
             with self._tx():
                 ensure_schema(self._db, self.path)
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
+        self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
     def _error(self, exc: sqlite3.Error) -> StoreError:
@@ -172,6 +212,7 @@ class CheckpointStore:
         return Transaction(self._db, self._lock)
 
     def _write(self, sql: str, *rows: tuple[Any, ...]) -> int:
+        self.identity.check()
         try:
             with self._tx():
                 count = 0
@@ -198,14 +239,16 @@ class CheckpointStore:
 
     def save_run(self, run: Run) -> None:
         red = self._redactor(run)
-        self._write(_RUN_SQL, _run_params(run, lambda what, v: self._dump_checked(what, v, red), red))
+        owner = owner_token() if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else None
+        self._write(_RUN_SQL, _run_params(run, lambda what, v: self._dump_checked(what, v, red), red, owner))
 
-    def _dump_checked(self, what: str, value: Any, redactor: Redactor | None = None) -> bytes | None:
+    def _dump_checked(self, what: str, value: Any, redactor: Redactor | None = None) -> bytes:
         try:
             return dumps(value, redactor)
         except Exception as exc:
-            self.unstorable[what] = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
-            return None
+            why = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
+            self.unstorable[what] = why
+            raise StoreError(f"cannot store {what!r}: {why}") from None
 
     def save_node(self, run: Run, rec: NodeRecord) -> None:
         red = self._redactor(run)
@@ -214,6 +257,7 @@ class CheckpointStore:
     def save_questions(self, run: Run) -> None:
         red = self._redactor(run)
         rows = [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()]
+        self.identity.check()
         try:
             with self._tx():
                 self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
@@ -223,13 +267,50 @@ class CheckpointStore:
             raise self._error(exc) from None
 
     def on_event(self, run: Run, event: Event) -> None:
-        """The run's subscriber: one transaction per state change of a top-level node or of the run."""
+        """The run's subscriber: one transaction per state change of a top-level node or of the run.
+
+        A write that fails stops the run (no new node starts) and ``raise_failure`` fails it: a run
+        must never report a state (PAUSED, SUCCEEDED) that is not on disk.
+        """
+        if run.run_id in self._failed:
+            return
+        try:
+            self._save_event(run, event)
+        except Exception as exc:  # disk full, lock held past the timeout, file deleted, unstorable value
+            where = f" at node {event.node!r}" if isinstance(event, NodeEvent) else ""
+            cause = exc if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+            self._failed[run.run_id] = StoreError(
+                f"run {run.run_id}: the checkpoint write{where} failed ({cause}); the run was stopped and is "
+                f"FAILED - the store holds it as of the last write that succeeded"
+            )
+            run._pause_requested = True  # nodes in flight finish, no new node starts
+
+    def raise_failure(self, run: Run) -> None:
+        """If a checkpoint write of ``run`` failed: mark the run FAILED (in memory, and on disk if the
+        file still takes it) and raise the StoreError naming the node and the cause."""
+        error = self._failed.pop(run.run_id, None)
+        if error is None:
+            return
+        run._pause_requested = False
+        run.status = RunStatus.FAILED  # whatever it reached in memory: it is not on disk
+        run.reason = str(error)
+        run.finished_at = run.finished_at or time.time()
+        try:
+            self.save_run(run)
+        except Exception:  # the file is what failed; the error below says so
+            pass
+        raise error
+
+    def _save_event(self, run: Run, event: Event) -> None:
         if isinstance(event, NodeEvent):
             if "." in event.node or not isinstance(
                 event, NodeSucceeded | NodeFailed | NodeSkipped | NodeCancelled | NodePaused
             ):
                 return  # sub-flow nodes are saved with their sub-flow node's state
             self.save_node(run, run.nodes[event.node])
+            return
+        if isinstance(event, RunStarted):
+            self.save_run(run)  # RUNNING, owned by this process: a crash from here on is recoverable
         elif isinstance(event, RunPaused):
             self.save_questions(run)
             self.save_run(run)
@@ -237,18 +318,30 @@ class CheckpointStore:
             self.save_run(run)
 
     # --- resuming --------------------------------------------------------------------------------
-    def claim(self, run: Run, key: str | None, answer: Any) -> None:
-        """Move the stored run from PAUSED to RUNNING if it is still at this pause; else conflict."""
+    def claim(self, run: Run, key: str | None, answer: Any, *, cancel: bool = False) -> None:
+        """Move the stored run from PAUSED to RUNNING (CANCELLED with ``cancel``) if it is still at this
+        pause; else conflict."""
         answers = dict(run.answers)
         if key is not None:
             answers[key] = answer
+        gone = self._interrupted.get(run.run_id, "")
+        self.identity.check()
         try:
             with self._tx():
-                cur = self._db.execute(
-                    "UPDATE checkpoint_runs SET status='running', answers=?, updated_at=? "
-                    "WHERE run_id=? AND status='paused' AND pause_version=?",
-                    (dumps(answers), time.time(), run.run_id, run.pause_version),
-                )
+                status = "cancelled" if cancel else "running"
+                owner = None if cancel else owner_token()
+                if gone != "":  # interrupted: take it over from the process that is gone
+                    cur = self._db.execute(
+                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, reason=NULL "
+                        "WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ?",
+                        (status, dumps(answers), time.time(), owner, run.run_id, gone),
+                    )
+                else:
+                    cur = self._db.execute(
+                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=? "
+                        "WHERE run_id=? AND status='paused' AND pause_version=?",
+                        (status, dumps(answers), time.time(), owner, run.run_id, run.pause_version),
+                    )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
                         f"run {run.run_id} was already resumed (the store {str(self.path)!r} no longer has it "
@@ -258,8 +351,11 @@ class CheckpointStore:
                     self._db.execute(
                         "UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND key=?", (run.run_id, key)
                     )
+                if cancel:
+                    self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        self._interrupted.pop(run.run_id, None)
 
     def run_ids(self) -> list[tuple[str, str, str]]:
         """(run_id, flow, status) of every stored run, newest first."""
@@ -271,10 +367,19 @@ class CheckpointStore:
             raise self._error(exc) from None
         return [tuple(r) for r in rows]
 
-    def load(self, run_id: str, *, secrets: dict[str, Any] | None = None) -> Run:
+    def load(self, run_id: str, *, secrets: dict[str, Any] | None = None, allow_pickle: bool = False) -> Run:
+        """The stored run ``run_id``; pickled parts without a valid tag of your key need ``allow_pickle``."""
+        try:
+            return self._load(run_id, secrets, allow_pickle)
+        except UntrustedData as exc:
+            raise UntrustedData(f"store {str(self.path)!r}, run {run_id!r}: {exc}") from None
+
+    def _load(self, run_id: str, secrets: dict[str, Any] | None, allow_pickle: bool) -> Run:
+        loads = partial(_loads, allow_pickle=allow_pickle)
         try:
             head = self._db.execute(
-                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes FROM checkpoint_runs "
+                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, finished_at "
+                "FROM checkpoint_runs "
                 "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
@@ -283,7 +388,7 @@ class CheckpointStore:
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
             nodes = self._db.execute(
                 "SELECT node, status, output, error_type, error_message, traceback, reason, started_at, "
-                "finished_at, state FROM checkpoint_nodes WHERE run_id=?",
+                "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
                 (run_id,),
             ).fetchall()
             questions = self._db.execute(
@@ -291,7 +396,7 @@ class CheckpointStore:
             ).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        flow, status, version, targets, inputs, answers, started_at, names = head
+        flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at = head
         inputs = loads(inputs) if inputs is not None else {}
         inputs.update(secrets or {})
         run = Run(flow, run_id, inputs, loads(names) if names is not None else [])
@@ -300,7 +405,23 @@ class CheckpointStore:
         run.targets = loads(targets)
         run.answers = loads(answers)
         run.started_at = started_at
-        for name, st, output, etype, emsg, tb, reason, t0, t1, state in nodes:
+        run.finished_at = finished_at
+        run.reason = reason
+        if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            if owner_alive(owner):
+                run.status = RunStatus.RUNNING  # resuming it raises ResumeConflictError: it is running elsewhere
+            else:
+                # Its process is gone (SIGKILL, crashed kernel): resumable from the last checkpoint.
+                who = f"process {owner.split(':')[1]}" if owner else "the process that ran it"
+                run.status = RunStatus.PAUSED
+                run.reason = (
+                    f"interrupted: {who} stopped while the run was {status}; run.resume() continues "
+                    f"from the last checkpoint (finished nodes are kept)"
+                )
+                self._interrupted[run_id] = owner
+        else:
+            self._interrupted.pop(run_id, None)
+        for name, st, output, etype, emsg, tb, reason, t0, t1, state, detail in nodes:
             rec = run.nodes.setdefault(name, _record(name))
             rec.status = NodeStatus(st)
             rec.output = loads(output) if rec.status is NodeStatus.SUCCEEDED else MISSING
@@ -316,6 +437,8 @@ class CheckpointStore:
                 )
                 if rec.subrun is not None:
                     _reroot(rec.subrun, run)
+            if detail is not None:
+                _restore_detail(rec, loads(detail))
         for key, q in questions:
             run.pending[key] = loads(q)
         self.track(run, save=False)
@@ -324,6 +447,29 @@ class CheckpointStore:
 
 def _record(name: str) -> NodeRecord:
     return NodeRecord(name)
+
+
+def _detail(rec: NodeRecord) -> dict[str, Any]:
+    """The parts of a node record the first columns do not hold (secret inputs redacted by name)."""
+    return {
+        "attempts": [(a.number, a.started_at, a.finished_at, a.error, a.delay) for a in rec.attempts],
+        "recovered": rec.recovered,
+        "cached": rec.cached,
+        "cache_key": rec.cache_key,
+        "overridden": rec.overridden,
+        "inputs": {k: redact(k, v) for k, v in rec.inputs.items()},
+    }
+
+
+def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
+    from nbflow._record.run import Attempt
+
+    rec.attempts = [Attempt(n, t0, t1, err, delay) for n, t0, t1, err, delay in detail.get("attempts", ())]
+    rec.recovered = bool(detail.get("recovered", False))
+    rec.cached = bool(detail.get("cached", False))
+    rec.cache_key = detail.get("cache_key")
+    rec.overridden = bool(detail.get("overridden", False))
+    rec.inputs = detail.get("inputs", {})
 
 
 def _reroot(run: Run, root: Run) -> None:
@@ -348,17 +494,25 @@ def open_store(store: str | os.PathLike[str] | CheckpointStore, *, create: bool 
     key = os.path.abspath(store)
     with _STORES_LOCK:
         found = _STORES.get(key)
+        if found is not None and found.identity.changed():
+            found.close()  # the file was deleted or replaced: open what is at the path now
+            found = None
         if found is None:
             found = _STORES[key] = CheckpointStore(key, create=create)
         return found
 
 
 def load_run(
-    store: str | os.PathLike[str] | CheckpointStore, run_id: str, *, secrets: dict[str, Any] | None = None
+    store: str | os.PathLike[str] | CheckpointStore,
+    run_id: str,
+    *,
+    secrets: dict[str, Any] | None = None,
+    allow_pickle: bool = False,
 ) -> Run:
     """A stored run back (e.g. after a kernel restart); ``run.resume(answer)`` continues a paused one.
 
     ``secrets`` passes again the secret inputs, which are never stored. Raises StoreError if the file
-    is missing, locked, corrupt, or does not hold ``run_id``.
+    is missing, locked, corrupt, or does not hold ``run_id``, and when a pickled part carries no valid
+    tag of your store key (a file someone else wrote): ``allow_pickle=True`` opens it if you trust it.
     """
-    return open_store(store, create=False).load(run_id, secrets=secrets)
+    return open_store(store, create=False).load(run_id, secrets=secrets, allow_pickle=allow_pickle)

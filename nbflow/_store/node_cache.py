@@ -23,7 +23,7 @@ from typing import Any
 from nbflow._core.errors import FlowDefinitionError, NbflowWarning, StoreError
 from nbflow._core.secrets import Secret
 from nbflow._engine.caching import Unstorable
-from nbflow._store.pickling import StorePickler, loads
+from nbflow._store.pickling import StorePickler, loads, sign_pickle
 from nbflow._store.sqlite import Transaction, open_db, store_error
 
 __all__ = ["NodeCache", "open_cache"]
@@ -71,7 +71,7 @@ def _dumps(value: Any, secrets: tuple[str, ...] = ()) -> bytes:
     data = buf.getvalue()
     if any(s.encode() in data for s in secrets):  # a secret that validation turned into a plain str
         raise Unstorable(_SECRET_WHY)
-    return data
+    return sign_pickle(data)
 
 
 class NodeCache:
@@ -85,8 +85,11 @@ class NodeCache:
     node's output in place. A file cache raises StoreError if the file is unusable.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 5.0, allow_pickle: bool = False
+    ) -> None:
         self.path = Path(path) if path is not None else None
+        self.allow_pickle = allow_pickle  # unpickle entries without a valid tag of your key (trusted files only)
         self.timeout = timeout
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[str, str, str, Any]] = {}  # memory: key -> (flow, node, entry id, value)
@@ -122,7 +125,7 @@ class NodeCache:
             return None if found is None else (found[2], found[3])
         try:
             row = self._db.execute("SELECT entry, value FROM node_cache WHERE key=?", (key,)).fetchone()
-            return None if row is None else (row[0], loads(row[1]))
+            return None if row is None else (row[0], loads(row[1], allow_pickle=self.allow_pickle))
         except Exception as exc:  # locked, or a value whose class is gone: run the node instead
             self._warn(f"cannot read an entry ({type(exc).__name__}: {exc})")
             return None

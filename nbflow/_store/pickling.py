@@ -1,20 +1,56 @@
-"""The one store pickler (checkpoints, node caches, batch stores): secrets redacted, exceptions kept as
-StoredError, and files written before the package was split into layers still load (old class paths)."""
+"""The one store codec (checkpoints, node caches, batch stores): plain JSON where it fits, else pickle
+signed with this user's key (``trust.py``); secrets redacted, exceptions kept as StoredError, and files
+written before the package was split into layers still load (old class paths, with ``allow_pickle``).
+
+Safe to open: ``loads`` never unpickles data without a valid tag unless ``allow_pickle=True``; it raises
+``UntrustedData`` (a StoreError) instead, before a single byte is unpickled.
+
+Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBS1" + tag(32) +
+pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
+"""
 
 from __future__ import annotations
 
 import io
+import json
 import pickle
 from typing import Any
 
+from nbflow._core.errors import StoreError
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import REDACTED, Redactor, Secret
+from nbflow._store import trust
+
+_JSON = b"NBJ1"
+_SIGNED = b"NBS1"
+_TAG = 32
+
+HOW_TO_TRUST = (
+    "Unpickling runs code chosen by whoever wrote it, so nbflow refuses it: it has no valid tag made with "
+    "your store key (the file was written by someone else, with another key, or by nbflow 0.1). If you "
+    "trust the file, open it with allow_pickle=True (nf.load_run(path, run_id, allow_pickle=True), "
+    "nf.BatchStore(path, allow_pickle=True), nf.NodeCache(path, allow_pickle=True))"
+)
+
+
+class UntrustedData(StoreError):
+    """A stored value needs pickle and carries no valid tag for this user's key (nothing was unpickled)."""
 
 
 class StoredError(Exception):
-    """An exception read back from a store: its type name and message (the original is not kept)."""
+    """An exception read back from a store: its type name and message (the original is not kept).
 
-    def __init__(self, type_name: str, message: str) -> None:
+    ``type(err).__name__`` is the original type's name (``"ValueError"``), so ``record.error_type``,
+    ``nf.ErrorInfo.type`` and ``nf.Failed`` show what the user's code raised; ``isinstance(err,
+    nf.StoredError)`` tells a read-back error from a live one.
+    """
+
+    def __new__(cls, type_name: str = "Exception", message: str = "") -> StoredError:
+        if cls is StoredError:
+            cls = _stored_type(type_name)
+        return super().__new__(cls, message)
+
+    def __init__(self, type_name: str = "Exception", message: str = "") -> None:
         self.type_name = type_name
         super().__init__(message)
 
@@ -25,13 +61,28 @@ class StoredError(Exception):
         return f"StoredError({self.type_name}: {self})"
 
 
+_STORED_TYPES: dict[str, type[StoredError]] = {}
+
+
+def _stored_type(name: str) -> type[StoredError]:
+    """A subclass of StoredError named like the original exception type (one per name)."""
+    if not name.isidentifier():
+        return StoredError
+    found = _STORED_TYPES.get(name)
+    if found is None:
+        found = _STORED_TYPES[name] = type(name, (StoredError,), {"__module__": "nbflow.stored", "__slots__": ()})
+    return found
+
+
 class StorePickler(pickle.Pickler):
     """Pickles values for the store: secrets redacted, exceptions as StoredError."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, Secret):
             return (_redacted, ())
-        if isinstance(obj, BaseException) and not isinstance(obj, StoredError):
+        if isinstance(obj, StoredError):
+            return (StoredError, (obj.type_name, str(obj)))
+        if isinstance(obj, BaseException):
             return (StoredError, (type(obj).__name__, str(obj)))
         return NotImplemented
 
@@ -66,14 +117,45 @@ def _redacted() -> Any:
     return REDACTED
 
 
-def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
-    """Pickle ``value`` for a store; with a ``redactor``, the text of its secrets never reaches the bytes."""
+def json_exact(value: Any, reserved: tuple[str, ...] = ()) -> bool:
+    """True if JSON gives ``value`` back with the same types (tuples, int keys, objects do not).
+
+    ``reserved``: dict keys that mark encoded values in a format, so a plain dict must not use them.
+    """
+    t = type(value)
+    if value is None or t in (str, int, bool, float):  # NaN and infinities round-trip (allow_nan)
+        return True
+    if t is list:
+        return all(json_exact(v, reserved) for v in value)
+    if t is dict:
+        return all(type(k) is str and k not in reserved and json_exact(v, reserved) for k, v in value.items())
+    return False
+
+
+def sign_pickle(data: bytes) -> bytes:
+    """A pickle as stored: tagged with this user's key."""
+    return _SIGNED + trust.sign(data) + data
+
+
+def pickled(value: Any, redactor: Redactor | None = None) -> bytes:
+    """``value`` pickled by the store pickler; with a ``redactor``, no secret's text reaches the bytes."""
     buf = io.BytesIO()
     if redactor:
         _RedactingPickler(buf, pickle.HIGHEST_PROTOCOL, redactor).dump(value)
     else:
         StorePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return buf.getvalue()
+
+
+def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
+    """``value`` as stored: JSON when JSON keeps it exactly, else a signed pickle; secrets' texts redacted."""
+    try:
+        plain = redactor.scrub(value) if redactor else value
+        if json_exact(plain):
+            return _JSON + json.dumps(plain, allow_nan=True).encode()
+    except RecursionError:
+        pass
+    return sign_pickle(pickled(value, redactor))
 
 
 # Module paths before the layered layout (0.1.0) -> today's, for classes stores pickle.
@@ -102,6 +184,25 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown persistent id in a store value: {pid!r}")
 
 
-def loads(data: bytes | None) -> Any:
-    """A value written by ``dumps`` (or by nbflow 0.1.0, whose class paths are mapped to today's)."""
-    return MISSING if data is None else _Unpickler(io.BytesIO(data)).load()
+def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
+    """A value written by ``dumps`` (or by nbflow 0.1.0, whose class paths are mapped to today's).
+
+    Unpickles only a pickle whose tag this user's key verifies, or any pickle with ``allow_pickle``;
+    else raises UntrustedData without unpickling anything.
+    """
+    if data is None:
+        return MISSING
+    data = bytes(data)
+    if data[:4] == _JSON:
+        return json.loads(data[4:])
+    if data[:4] == _SIGNED:
+        tag, body = data[4 : 4 + _TAG], data[4 + _TAG :]
+        if not (allow_pickle or trust.verify(body, tag)):
+            raise UntrustedData(
+                f"a stored value is a pickle with a tag that your store key does not verify. {HOW_TO_TRUST}"
+            )
+    else:
+        body = data
+        if not allow_pickle:
+            raise UntrustedData(f"a stored value is an unsigned pickle. {HOW_TO_TRUST}")
+    return _Unpickler(io.BytesIO(body)).load()

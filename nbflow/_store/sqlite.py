@@ -9,7 +9,7 @@ from types import TracebackType
 
 from nbflow._core.errors import StoreError
 
-__all__ = ["Transaction", "open_db", "store_error"]
+__all__ = ["FileIdentity", "Transaction", "open_db", "store_error"]
 
 
 def store_error(exc: sqlite3.Error, path: str | os.PathLike[str], timeout: float) -> StoreError:
@@ -67,3 +67,31 @@ class Transaction:
         finally:
             if self._lock is not None:
                 self._lock.release()
+
+
+class FileIdentity:
+    """The identity (device, inode) of a store file when it was opened: ``check()`` raises StoreError
+    once the file was deleted or replaced, because a connection to the old inode would go on writing
+    into a file nobody can open any more (every later checkpoint or cache entry silently lost)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.ident = self._now()
+
+    def _now(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def changed(self) -> bool:
+        return self._now() != self.ident
+
+    def check(self) -> None:
+        if self.ident is not None and self.changed():
+            what = "deleted" if self._now() is None else "replaced by another file"
+            raise StoreError(
+                f"store {self.path!r} was {what} while this process had it open; nothing more can be written "
+                f"to it. Open the store again (a new flow.run(store=...) or nf.load_run(...) reopens the path)"
+            )

@@ -65,14 +65,14 @@ def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path
     assert data == {k: v for k, v in values.items() if k != "nan"}
     assert type(data["tuple"]) is tuple and isinstance(data["model"], Answer)
     assert '"s": "text"' in raw and '"list": [1, "a", [2.5]]' in raw  # plain JSON, readable
-    assert "__nbflow_pickle__" in raw
+    assert "__nbflow_signed__" in raw  # a pickle tagged with the writer's store key
 
 
 def test_pickled_values_are_left_alone_unless_unpickle(tmp_path):
     with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b", "flow", 1, ["x"])
         store.write_row("b", 0, None, "succeeded", {"x": (1, 2)})
-        assert store.rows("b", unpickle=False)[0].data == {"x": {"__nbflow_pickle__": "(not unpickled)"}}
+        assert store.rows("b", unpickle=False)[0].data == {"x": {"__nbflow_signed__": "(not unpickled)"}}
 
 
 def test_secret_columns_and_secret_values_are_never_written(tmp_path):

@@ -18,8 +18,11 @@ def legacy(tmp_path: Path) -> Path:
 
 
 def test_a_checkpoint_written_before_the_refactor_loads(legacy: Path) -> None:
+    # nbflow 0.1 wrote bare pickles, with no tag of this user's key: refused unless trusted explicitly.
     run_id = (legacy / "legacy_run_id.txt").read_text()
-    run = nf.load_run(legacy / "legacy_runs.db", run_id)
+    with pytest.raises(nf.StoreError, match="allow_pickle=True"):
+        nf.load_run(legacy / "legacy_runs.db", run_id)
+    run = nf.load_run(legacy / "legacy_runs.db", run_id, allow_pickle=True)
     assert run.status is nf.RunStatus.PAUSED
     (question,) = run.pending.values()
     assert isinstance(question, nf.Question) and question.options == ("yes", "no")
@@ -29,7 +32,9 @@ def test_a_checkpoint_written_before_the_refactor_loads(legacy: Path) -> None:
 
 def test_a_batch_store_written_before_the_refactor_loads(legacy: Path) -> None:
     batch_id = (legacy / "legacy_batch_id.txt").read_text()
-    with nf.BatchStore(legacy / "legacy_batch.db") as store:
+    with nf.BatchStore(legacy / "legacy_batch.db") as store, pytest.raises(nf.StoreError, match="allow_pickle"):
+        store.load(batch_id)
+    with nf.BatchStore(legacy / "legacy_batch.db", allow_pickle=True) as store:
         frame = store.load(batch_id)
     from fractions import Fraction
 

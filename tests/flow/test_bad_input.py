@@ -1,0 +1,142 @@
+"""Bad input gets a clear NbflowError before anything runs (issue 12's edge list)."""
+
+from __future__ import annotations
+
+import pytest
+
+import nbflow as nf
+
+
+def _flow(name: str = "bad_input") -> nf.Flow:
+    flow = nf.Flow(name)
+
+    @flow.node
+    def one(x: int) -> int:
+        return x + 1
+
+    return flow
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5])
+def test_concurrency_must_be_a_positive_int(value: object) -> None:
+    with pytest.raises(nf.NbflowError, match="concurrency"):
+        _flow().run(x=1, concurrency=value, show=False)  # type: ignore[arg-type]
+    with pytest.raises(nf.NbflowError, match="concurrency"):
+        nf.Flow("c", concurrency=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("store", [123, "", 1.5, object()])
+def test_store_must_be_a_path(store: object) -> None:
+    with pytest.raises(nf.NbflowError, match="store="):
+        _flow().run(x=1, store=store, show=False)
+    with pytest.raises(nf.NbflowError, match="store="):
+        nf.Flow("s", store=store)
+    with pytest.raises(nf.NbflowError, match="store="):
+        _flow().batch([{"x": 1}], store=store)  # type: ignore[arg-type]
+
+
+def test_on_event_must_be_callable() -> None:
+    with pytest.raises(nf.NbflowError, match="on_event"):
+        _flow().run(x=1, on_event="x", show=False)  # type: ignore[arg-type]
+
+
+def test_empty_targets_and_outputs_are_refused() -> None:
+    with pytest.raises(nf.NbflowError, match=r"targets=\[\]"):
+        _flow().run(x=1, targets=[], show=False)
+    with pytest.raises(nf.NbflowError, match=r"outputs=\[\]"):
+        _flow().batch([{"x": 1}], outputs=[])
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("timeout", float("nan")), ("row_timeout", float("nan")), ("timeout", True), ("row_timeout", float("inf"))],
+)
+def test_batch_timeouts_must_be_finite_positive_numbers(option: str, value: object) -> None:
+    with pytest.raises(nf.NbflowError, match=option):
+        _flow().batch([{"x": 1}], **{option: value})  # type: ignore[arg-type]
+
+
+def test_max_consecutive_failures_true_is_refused() -> None:
+    with pytest.raises(nf.NbflowError, match="max_consecutive_failures"):
+        _flow().batch([{"x": 1}], max_consecutive_failures=True)
+
+
+def test_run_timeouts_nan_and_bool_are_refused() -> None:
+    for value in (float("nan"), True):
+        with pytest.raises(nf.NbflowError, match="timeout"):
+            _flow().run(x=1, timeout=value, show=False)
+
+
+def test_generator_functions_are_not_nodes() -> None:
+    flow = nf.Flow("gen")
+    with pytest.raises(nf.FlowDefinitionError, match="generator function"):
+
+        @flow.node
+        def items(n: int):  # type: ignore[no-untyped-def]
+            yield from range(n)
+
+    with pytest.raises(nf.FlowDefinitionError, match="generator function"):
+
+        @flow.node
+        async def aitems(n: int):  # type: ignore[no-untyped-def]
+            yield n
+
+
+@pytest.mark.parametrize("name", ["status", "latency", "run_id", "error_type"])
+def test_output_nodes_named_like_batch_columns_are_refused_before_running(name: str) -> None:
+    flow = nf.Flow("reserved")
+    ran = []
+
+    def fn(x: int) -> int:
+        ran.append(x)
+        return x
+
+    flow.add(fn, name=name)
+    with pytest.raises(nf.BatchError, match=f"output node {name!r}"):
+        flow.batch([{"x": 1}, {"x": 2}])
+    assert ran == []
+
+
+def test_sys_exit_in_a_node_fails_that_node_not_the_program() -> None:
+    import sys
+
+    flow = nf.Flow("exits")
+
+    @flow.node
+    def quits(x: int) -> int:
+        sys.exit(3)
+
+    @flow.node(retry=2)
+    def quits_with_policy(x: int) -> int:
+        sys.exit(4)
+
+    @flow.node
+    def fine(x: int) -> int:
+        return x
+
+    run = flow.run(x=1, show=False)
+    assert run.nodes["quits"].status is nf.NodeStatus.FAILED
+    assert "sys.exit(3)" in str(run.nodes["quits"].error)
+    assert run.nodes["quits_with_policy"].status is nf.NodeStatus.FAILED
+    assert run["fine"] == 1
+    frame = flow.batch([{"x": i} for i in range(5)])
+    assert list(frame.status) == ["failed"] * 5 and list(frame.fine) == list(range(5))
+
+
+def test_a_node_raising_cancelled_error_itself_fails_that_node() -> None:
+    import asyncio
+
+    flow = nf.Flow("self_cancel")
+
+    @flow.node
+    async def cancels(x: int) -> int:
+        raise asyncio.CancelledError
+
+    @flow.node
+    def fine(x: int) -> int:
+        return x
+
+    run = flow.run(x=1, show=False)
+    assert run.nodes["cancels"].status is nf.NodeStatus.FAILED
+    assert "CancelledError itself" in str(run.nodes["cancels"].error)
+    assert run.status is nf.RunStatus.FAILED and run["fine"] == 1
