@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -287,3 +288,165 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
         finally:
             browser.close()
     assert shots[0].stat().st_size > 10_000 and question_shots[0].stat().st_size > 5_000
+
+
+# --- every click is handled: during `await flow.arun`, during `flow.start`, after a blocking `flow.run` ---
+CLICK_PRELUDE = '''import asyncio
+import os
+
+import nbflow as nf
+
+
+async def released(name: str) -> None:
+    """Wait until the test creates the file ``name`` (so a run lasts exactly as long as the test needs)."""
+    while not os.path.exists(name):
+        await asyncio.sleep(0.05)
+
+
+def clicks_flow(title: str, gate: str | None) -> nf.Flow:
+    flow = nf.Flow(title)
+
+    @flow.node
+    async def first() -> dict:
+        return {"rows": 1, "flow": title}
+
+    @flow.router(branches=["fast", "slow"])
+    def route(first: dict) -> str:
+        return "fast"
+
+    @flow.node(branch="route.fast")
+    async def second(first: dict) -> str:
+        return f"second-output of {title}"
+
+    @flow.node(branch="route.slow")
+    async def other(first: dict) -> str:
+        return "never"
+
+    @flow.node
+    async def third(second: str) -> str:
+        return f"third-output of {title}"
+
+    @flow.node
+    async def last(third: str) -> str:
+        if gate is not None:
+            await released(gate)
+        return f"last-output of {title}"
+
+    return flow'''
+
+CLICK_CELLS = [
+    CLICK_PRELUDE,
+    "awaited = await clicks_flow('awaited', 'release-awaited').arun()",
+    "handle = clicks_flow('started', 'release-started').start()",
+    "blocking = clicks_flow('blocking', None).run()",
+    '''review_flow = nf.Flow("review")
+
+
+@review_flow.node
+async def draft() -> dict:
+    return {"title": "Q3 report", "words": 1200}
+
+
+@review_flow.node
+async def review(draft: dict) -> str:
+    return await nf.ask("Publish this draft?", options=["approve", "reject"], data=draft)
+
+
+@review_flow.node
+def publish(review: str) -> str:
+    return f"published ({review})"
+
+
+paused = await review_flow.arun()''',
+]
+
+
+def _open_notebook(page: Any, base: str, token: str, name: str) -> None:
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(
+        """() => { const a = window.jupyterapp; if (!a) return false;
+        const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
+          && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
+        timeout=90_000,
+    )
+
+
+def _three_clicks_and_a_pick(view: Any, title: str) -> None:
+    """Click three nodes and pick one in the selector; each must be answered by the kernel (the inspector)."""
+    from playwright.sync_api import expect
+
+    wait = {"timeout": 30_000}
+    inspector = view.locator(".nbflow-rv-inspector")
+    view.locator("svg g#node-first").click()
+    expect(inspector).to_contain_text('"flow": "' + title + '"', **wait)
+    view.locator("svg g#node-second").click()
+    expect(inspector).to_contain_text(f"second-output of {title}", **wait)
+    view.locator("svg g#node-third").click()
+    expect(inspector).to_contain_text(f"third-output of {title}", **wait)
+    view.locator("select.nbflow-rv-select").select_option(value="first")
+    expect(inspector).to_contain_text('"rows": 1', **wait)
+    expect(inspector.locator("h4")).to_contain_text("first", **wait)
+
+
+@pytest.mark.browser
+def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, work = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CLICK_CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, work / "clicks.ipynb")
+    wait = {"timeout": 30_000}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            _open_notebook(page, base, token, "clicks.ipynb")
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            views = page.locator(".nbflow-runview")
+
+            # 1. during `await flow.arun(...)`: the cell is still running (its last node waits for a file)
+            awaited = views.nth(0)
+            expect(awaited.locator("svg g#node-last")).to_have_class(_cls("running"), timeout=90_000)
+            _three_clicks_and_a_pick(awaited, "awaited")
+            expect(awaited.locator("svg g#node-last")).to_have_class(_cls("running"))  # still awaiting
+            (work / "release-awaited").touch()
+            expect(awaited.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            # ... and after it ended
+            _three_clicks_and_a_pick(awaited, "awaited")
+            # a branch not taken is not a problem
+            expect(awaited.locator("svg g#node-other")).to_have_class(_cls("skipped"), **wait)
+            expect(awaited.locator(".nbflow-rv-problems")).not_to_contain_text("other")
+
+            # 2. during `flow.start(...)` (a background run) and after it
+            started = views.nth(1)
+            expect(started.locator("svg g#node-last")).to_have_class(_cls("running"), **wait)
+            _three_clicks_and_a_pick(started, "started")
+            (work / "release-started").touch()
+            expect(started.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            _three_clicks_and_a_pick(started, "started")
+
+            # 3. after a blocking `flow.run(...)`
+            blocking = views.nth(2)
+            expect(blocking.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            _three_clicks_and_a_pick(blocking, "blocking")
+
+            # 4. a question answered with a comment: the answer is kept in the node's history
+            asked = views.nth(3)
+            expect(asked.locator(".nbflow-badge-paused")).to_be_visible(**wait)
+            card = asked.locator(".nbflow-rv-question")
+            expect(card).to_contain_text("Publish this draft?", **wait)
+            expect(card.locator(".nbflow-rv-qdata")).to_contain_text('"title": "Q3 report"', **wait)  # data, rendered
+            expect(card.locator("button.nbflow-rv-primary")).to_have_text("approve")  # one primary button
+            card.locator("textarea").fill("looks good, ship it")
+            card.locator("button", has_text="approve").click()
+            expect(asked.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            asked.locator("svg g#node-review").click()
+            inspector = asked.locator(".nbflow-rv-inspector")
+            expect(inspector).to_contain_text("answered 'approve' by the button", **wait)
+            expect(inspector).to_contain_text("comment: looks good, ship it", **wait)
+            # resumed, not retried: no "×2" on the node
+            expect(asked.locator("svg g#node-review text").last).to_have_text("succeeded", **wait)
+        finally:
+            browser.close()
