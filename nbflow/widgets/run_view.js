@@ -61,7 +61,7 @@ function render({ model, el }) {
     const w = parseFloat(svg.getAttribute("data-w") || "0");
     if (zoom === 0) {
       svg.style.width = "100%";
-      svg.style.maxWidth = w ? w * 1.5 + "px" : "";
+      svg.style.maxWidth = w ? w + "px" : "";
       svg.style.height = "auto";
     } else {
       svg.style.width = w * zoom + "px";

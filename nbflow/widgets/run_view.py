@@ -127,8 +127,6 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
         graph = run.graph
         if graph is None:
             raise NbflowError(f"run {run.run_id} has no graph to draw; RunView needs a Run made by Flow.run/arun/start")
-        # Not AnyWidget.__init__: it adds its traits per instance (a new class per view); ours are declared.
-        ipywidgets.DOMWidget.__init__(self, snapshot_id=_random.token_hex(8))
         self._run: Run | None = run  # strong while the run is live
         self._run_ref: weakref.ref[Run] = weakref.ref(run)
         self._flow_name = run.flow
@@ -162,6 +160,16 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
                     stacklevel=2,
                 )
         self._live_labels = self._template is not None
+        # Not AnyWidget.__init__: it adds its traits per instance (a new class per view); ours are declared.
+        # What is known now goes out with the widget's opening message (the SVG once, never again).
+        ipywidgets.DOMWidget.__init__(
+            self,
+            snapshot_id=_random.token_hex(8),
+            svg=self._template.blank if self._template is not None else "",
+            options=[] if self._live_labels else [[name, name] for name in self._paths],
+            cancellable=handle is not None and not run.status.finished,
+            status=run.status.value,
+        )
         self.on_msg(self._on_msg)
         self.add_class("nbflow-runview")
 
@@ -171,15 +179,9 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
         )
         self._unsubscribe: Callable[[], None] | None = None
         with self.hold_sync():
-            if self._template is not None:
-                self.svg = self._template.blank
-            if not self._live_labels:
-                self.options = [[name, name] for name in self._paths]
-            self.cancellable = handle is not None and not run.status.finished
             if run.status is RunStatus.PENDING:
                 # Only the header now: the first event's poke draws the rest within one interval.
                 self.header = self._header_html(run)
-                self.status = run.status.value
             else:
                 self._redraw()
         if not run.status.finished:
@@ -231,7 +233,11 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
         if isinstance(data, dict):
             # What text-only front ends and nbval see: stable (no run id, no timing).
             data["text/plain"] = self._text()
-        return bundle
+        return data
+
+    def set_state(self, sync_data: Any) -> None:
+        """The browser owns no state: its actions arrive as messages (``_on_msg``), so state it sends is ignored."""
+        return
 
     def _text(self) -> str:
         n = len(self._graph.nodes)

@@ -339,7 +339,7 @@ CLICK_CELLS = [
     "awaited = await clicks_flow('awaited', 'release-awaited').arun()",
     "handle = clicks_flow('started', 'release-started').start()",
     "blocking = clicks_flow('blocking', None).run()",
-    '''review_flow = nf.Flow("review")
+    """review_flow = nf.Flow("review")
 
 
 @review_flow.node
@@ -357,7 +357,7 @@ def publish(review: str) -> str:
     return f"published ({review})"
 
 
-paused = await review_flow.arun()''',
+paused = await review_flow.arun()""",
 ]
 
 
