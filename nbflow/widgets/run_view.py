@@ -26,6 +26,7 @@ reopened without a kernel show the run. The live widget hides the snapshot while
 from __future__ import annotations
 
 import asyncio
+import base64
 import secrets as _random
 import time
 import warnings
@@ -164,7 +165,7 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
         # What is known now goes out with the widget's opening message (the SVG once, never again).
         ipywidgets.DOMWidget.__init__(
             self,
-            snapshot_id=_random.token_hex(8),
+            snapshot_id=_random.token_hex(6),
             svg=self._template.blank if self._template is not None else "",
             options=[] if self._live_labels else [[name, name] for name in self._paths],
             cancellable=handle is not None and not run.status.finished,
@@ -703,19 +704,26 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
                     f'{esc(path)}</b></td><td style="padding:1px 8px">{took}</td><td style="padding:1px 8px">{what}</td></tr>'
                 )
         table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
+        picture = self.graph_html()
+        if picture.startswith("<svg"):
+            # An <img> of the SVG: notebook viewers sanitise inline <svg> away, a data: image passes.
+            data = base64.b64encode(picture.encode("utf-8")).decode("ascii")
+            picture = (
+                f'<img class="nbflow-snap-graph" alt="graph of flow {esc(self._flow_name)}" '
+                f'src="data:image/svg+xml;base64,{data}" style="max-width:100%"/>'
+            )
         return (
             f'<div class="nbflow-snap nbflow-snap-{self.snapshot_id}" style="font-family:sans-serif;font-size:13px">'
             f"{self.header}{self.problems}"
-            f'<div style="max-height:600px;overflow:auto">{self.graph_html()}</div>{table}</div>'
+            f'<div style="max-height:600px;overflow:auto">{picture}</div>{table}</div>'
         )
 
     def _snapshot_bundle(self) -> dict[str, Any]:
-        run = self.run
-        state = run.status.value if run is not None else self.status
         n = len(self._graph.nodes)
         return {
             "text/html": self.snapshot_html(),
-            "text/plain": f"<nbflow run: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}, {state}>",
+            # stable (the state changes by an update nbval does not follow): the HTML says the state
+            "text/plain": f"<nbflow run snapshot: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}>",
         }
 
 

@@ -450,3 +450,101 @@ def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]
             expect(asked.locator("svg g#node-review text").last).to_have_text("succeeded", **wait)
         finally:
             browser.close()
+
+
+# --- a saved notebook shows the run without a kernel: nbconvert --to html, and reopening it ------------------
+def _executed_quickstart(folder: Path) -> Path:
+    """notebooks/01_quickstart.ipynb executed by nbconvert in a real kernel (as a user saving it would)."""
+    src = ROOT / "notebooks" / "01_quickstart.ipynb"
+    shutil.copy(src, folder / "quickstart.ipynb")
+    if (ROOT / "notebooks" / "data").exists():
+        shutil.copytree(ROOT / "notebooks" / "data", folder / "data", dirs_exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output",
+            "saved.ipynb",
+            "--ExecutePreprocessor.timeout=300",
+            "quickstart.ipynb",
+        ],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "nbconvert", "--to", "html", "saved.ipynb"],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return folder / "saved.ipynb"
+
+
+def _has_colour(locator: Any, rgb: tuple[int, int, int], at_least: int = 200) -> bool:
+    """Whether a screenshot of ``locator`` has at least ``at_least`` pixels of colour ``rgb`` (+-3)."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(locator.screenshot())).convert("RGB")
+    near = sum(1 for px in image.get_flattened_data() if all(abs(a - b) <= 3 for a, b in zip(px, rgb, strict=True)))
+    return near >= at_least
+
+
+@pytest.mark.browser
+def test_a_saved_notebook_shows_the_run_without_a_kernel(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, work = lab
+    saved = _executed_quickstart(work)
+    nb = nbformat.read(saved, as_version=4)
+    # the run's cell carries the snapshot (final state) next to the widget
+    run_cell = next(c for c in nb.cells if c.cell_type == "code" and "await flow.arun" in c.source)
+    htmls = [o["data"]["text/html"] for o in run_cell.outputs if "text/html" in o.get("data", {})]
+    assert htmls and "SUCCEEDED" in htmls[0] and 'class="nbflow-snap' in htmls[0]
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in run_cell.outputs)
+    page_html = (work / "saved.html").read_text()
+    assert "nbflow-snap" in page_html and "data:image/svg+xml;base64," in page_html
+
+    wait = {"timeout": 30_000}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            # 1. nbconvert --to html, opened offline: the coloured graph and the outputs summary are there
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto((work / "saved.html").as_uri())
+            snap = page.locator(".nbflow-snap").first
+            expect(snap).to_be_visible(**wait)
+            expect(snap).to_contain_text("SUCCEEDED")
+            expect(snap.locator("table")).to_contain_text("retrieve")
+            assert _has_colour(snap.locator("img.nbflow-snap-graph"), (211, 249, 216))  # succeeded nodes drawn
+            snap.scroll_into_view_if_needed()
+            snap.screenshot(path=str(ROOT / "tests" / "artifacts" / "nbconvert_snapshot.png"))
+            page.close()
+
+            # 2. reopened in JupyterLab with no kernel state (no widget models): the snapshot is shown
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto(f"{base}/lab/tree/saved.ipynb?reset&token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            snap = page.locator(".jp-Notebook .nbflow-snap").first
+            expect(snap).to_be_visible(**wait)
+            expect(snap).to_contain_text("SUCCEEDED")
+            graph = snap.locator("img.nbflow-snap-graph")
+            expect(graph).to_be_visible()
+            graph.scroll_into_view_if_needed()
+            assert _has_colour(graph, (211, 249, 216))  # coloured by the final state (succeeded)
+            page.close()
+        finally:
+            browser.close()

@@ -376,7 +376,7 @@ async def test_runs_show_the_live_view_in_a_kernel(kernel: FakeKernel) -> None:
     # the static snapshot beside the widget was updated to the final state (what a saved notebook shows)
     final = kernel.snapshots[-1]
     assert "FAILED" in final["text/html"] and states(final["text/html"])["report"][0] == "failed"
-    assert final["text/plain"] == "<nbflow run: flow 'inspect', 4 nodes, failed>"
+    assert final["text/plain"] == "<nbflow run snapshot: flow 'inspect', 4 nodes>"
     assert run._repr_mimebundle_() == {"text/plain": repr(run)}  # not drawn twice in the same cell
     kernel.count += 1
     bundle = run._repr_mimebundle_()
