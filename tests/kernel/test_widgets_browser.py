@@ -361,6 +361,34 @@ paused = await review_flow.arun()""",
 ]
 
 
+def _shot_folders() -> list[Path]:
+    """tests/artifacts/, and docs/img/ with NBFLOW_UPDATE_DOCS=1 (the docs' pictures)."""
+    folders = [ROOT / "tests" / "artifacts"]
+    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
+        folders.append(ROOT / "docs" / "img")
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def _rgb(css: str) -> tuple[float, float, float]:
+    """'rgb(1, 2, 3)' or 'rgba(1, 2, 3, 0.5)' -> (1, 2, 3)."""
+    r, g, b = (float(x) for x in re.findall(r"[\d.]+", css)[:3])
+    return r, g, b
+
+
+def _contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """The WCAG contrast ratio of two colours (1 to 21; 4.5 is readable text)."""
+
+    def lum(c: tuple[float, float, float]) -> float:
+        ch = [v / 255 for v in c]
+        ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
 def _open_notebook(page: Any, base: str, token: str, name: str) -> None:
     page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
@@ -448,6 +476,24 @@ def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]
             expect(inspector).to_contain_text("comment: looks good, ship it", **wait)
             # resumed, not retried: no "×2" on the node
             expect(asked.locator("svg g#node-review text").last).to_have_text("succeeded", **wait)
+
+            # 5. the dark theme: edge labels and node labels contrast with what is behind them
+            page.evaluate(
+                "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+            )
+            page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+            time.sleep(1.0)  # the theme's stylesheet applies
+            graph = awaited.locator(".nbflow-rv-graph")
+            background = _rgb(graph.evaluate("e => getComputedStyle(e).backgroundColor"))
+            edge_label = _rgb(awaited.locator("svg g.edge text").first.evaluate("e => getComputedStyle(e).fill"))
+            assert _contrast(edge_label, background) >= 4.5, (edge_label, background)
+            node = awaited.locator("svg g#node-first")
+            node_fill = _rgb(node.locator("path").first.evaluate("e => getComputedStyle(e).fill"))
+            node_text = _rgb(node.locator("text").first.evaluate("e => getComputedStyle(e).fill"))
+            assert _contrast(node_text, node_fill) >= 4.5, (node_text, node_fill)
+            awaited.scroll_into_view_if_needed()
+            for folder in _shot_folders():
+                awaited.screenshot(path=str(folder / "run_widget_dark.png"))
         finally:
             browser.close()
 

@@ -715,3 +715,28 @@ async def test_the_timeline_lists_attempts_and_waits(comm_log: list[Any]) -> Non
     kinds = [bar[2] for bar in row["bars"]]
     assert kinds == ["failed", "wait", "ran"] and row["node"] == "shaky"
     assert view.nodes["shaky"][1] == "succeeded ×2"  # a real retry is still shown as one
+
+
+async def test_re_running_a_cell_closes_the_views_of_its_previous_execution(
+    kernel: FakeKernel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import types
+
+    import IPython
+
+    parent = {"metadata": {"cellId": "cell-1"}, "header": {"msg_id": "exec-1"}}
+    shell = types.SimpleNamespace(kernel=types.SimpleNamespace(get_parent=lambda: parent), execution_count=1)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    flow = failing_flow()
+    flow.run(n=1)
+    flow.run(n=2)  # the same execution: both views stay
+    first, second = kernel.shown
+    assert first.comm is not None and second.comm is not None
+    parent["header"] = {"msg_id": "exec-2"}  # the cell is run again: its old outputs are gone
+    flow.run(n=3)
+    assert first.comm is None and second.comm is None  # closed: comms and state freed
+    assert kernel.shown[2].comm is not None
+    parent["metadata"] = {"cellId": "cell-2"}
+    parent["header"] = {"msg_id": "exec-3"}
+    flow.run(n=4)  # another cell does not close this one's view
+    assert kernel.shown[2].comm is not None
