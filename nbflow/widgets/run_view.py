@@ -80,7 +80,7 @@ _GONE = (
 )
 
 
-class RunView(anywidget.AnyWidget):  # type: ignore[misc]
+class RunView(anywidget.AnyWidget):
     """The live view of a Run (or of the RunHandle of ``flow.start``).
 
     Traits (read-only, what the browser shows): ``header``, ``problems`` (failures at the top; skipped
@@ -104,8 +104,8 @@ class RunView(anywidget.AnyWidget):  # type: ignore[misc]
     problems = t.Unicode("").tag(sync=True)
     inspector = t.Unicode("").tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
-    options = t.List().tag(sync=True)
-    questions = t.List().tag(sync=True)
+    options: t.List[Any] = t.List().tag(sync=True)
+    questions: t.List[Any] = t.List().tag(sync=True)
     answer_status = t.Dict().tag(sync=True)
     cancellable = t.Bool(False).tag(sync=True)
     cancelling = t.Bool(False).tag(sync=True)
