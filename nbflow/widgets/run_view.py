@@ -313,6 +313,8 @@ class RunView(anywidget.AnyWidget):
         if not self._user_picked:
             self._auto_select(run)
         final = run.status.finished or run.status is RunStatus.PAUSED
+        if final:
+            self._collect_secrets(run)  # secrets fed between nodes are redacted in tooltips and the snapshot too
         with self.hold_sync():
             self.status = run.status.value
             self.header = self._header_html(run)
@@ -335,6 +337,12 @@ class RunView(anywidget.AnyWidget):
                 self._snapshot.update(self._snapshot_bundle(), raw=True)
             except Exception:  # the display went away (no kernel): the live view still works
                 pass
+
+    def _collect_secrets(self, run: Run) -> None:
+        """Remember the values of every secret-named input of every node (to redact them wherever they appear)."""
+        for _path, rec in run.walk():
+            if rec.inputs:
+                self._redact.collect(rec.inputs)
 
     def _header_html(self, run: Run) -> str:
         elapsed = run.duration
@@ -687,6 +695,7 @@ class RunView(anywidget.AnyWidget):
         run = self.run
         rows = []
         if run is not None:
+            self._collect_secrets(run)
             for path, rec in run.walk():
                 if rec.status is NodeStatus.SUCCEEDED and rec.output is not MISSING:
                     what = (

@@ -494,6 +494,33 @@ def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]
             awaited.scroll_into_view_if_needed()
             for folder in _shot_folders():
                 awaited.screenshot(path=str(folder / "run_widget_dark.png"))
+
+            # 6. first paint of a warm run: from executing the cell to its view showing the final graph
+            page.evaluate(
+                """() => { const nb = window.jupyterapp.shell.currentWidget.content;
+                nb.activeCellIndex = nb.widgets.length - 1;
+                window.jupyterapp.commands.execute('notebook:insert-cell-below');
+                nb.activeCell.model.sharedModel.setSource("again = clicks_flow('warm', None).run()"); }"""
+            )
+            count = views.count()
+            page.evaluate(
+                """() => { window.__nbflowT0 = performance.now();
+                window.jupyterapp.commands.execute('notebook:run-cell'); }"""
+            )
+            page.wait_for_function(
+                """n => { const v = document.querySelectorAll('.nbflow-runview');
+                if (v.length <= n) return false;
+                const g = v[v.length - 1].querySelector('svg g#node-last');
+                if (!g || !g.classList.contains('nbflow-succeeded')) return false;
+                window.__nbflowPaint = performance.now() - window.__nbflowT0; return true; }""",
+                arg=count,
+                timeout=30_000,
+            )
+            paint_ms = page.evaluate("() => window.__nbflowPaint")
+            print(f"first paint of a warm run (execute -> final graph drawn): {paint_ms:.0f} ms")
+            (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
+            (ROOT / "tests" / "artifacts" / "first_paint_ms.txt").write_text(f"{paint_ms:.0f}\n")
+            assert paint_ms < 1500, paint_ms  # the goal is 150 ms on an idle machine; see docs/widgets.md
         finally:
             browser.close()
 

@@ -29,6 +29,15 @@ def states(html: str) -> dict[str, tuple[str, str]]:
     return {m.group(1): (m.group(2), m.group(3)) for m in _NODE.finditer(html)}
 
 
+def snapshot_svg(html: str) -> str:
+    """The SVG inside a snapshot's graph image (a base64 ``data:`` URL)."""
+    import base64
+
+    found = re.search(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", html)
+    assert found is not None, html[:300]
+    return base64.b64decode(found.group(1)).decode("utf-8")
+
+
 class FakeTime:
     """An injected clock plus a recorder for scheduled callbacks (nothing runs by itself)."""
 
@@ -283,6 +292,19 @@ async def test_secrets_are_never_sent_to_the_front_end(comm_log: list[Any]) -> N
     for secret in ("sk-live-1234", "tok-9999", "hunter22"):
         assert secret not in everything
     assert "login failed with ••••••" in view.inspector
+    # nor to a saved notebook: the static snapshot (its table, and the graph image's tooltips)
+    import base64
+
+    fresh = RunView(run)  # a view whose inspector never looked at the nodes
+    snapshot = fresh.snapshot_html()
+    image = re.search(r"base64,([A-Za-z0-9+/=]+)", snapshot)
+    assert image is not None
+    svg = base64.b64decode(image.group(1)).decode("utf-8")
+    assert "login failed with" in svg  # the tooltip is there ...
+    for secret in ("sk-live-1234", "tok-9999", "hunter22"):
+        assert secret not in snapshot and secret not in svg  # ... redacted
+    frontend_sends(fresh, kind="timeline")
+    assert "hunter22" not in json.dumps(comm_log)
 
 
 def test_without_dot_the_graph_is_a_table(monkeypatch: pytest.MonkeyPatch, comm_log: list[Any]) -> None:
@@ -375,7 +397,7 @@ async def test_runs_show_the_live_view_in_a_kernel(kernel: FakeKernel) -> None:
     assert states(view.graph_html())["report"][0] == "failed"  # the final redraw came from the worker thread
     # the static snapshot beside the widget was updated to the final state (what a saved notebook shows)
     final = kernel.snapshots[-1]
-    assert "FAILED" in final["text/html"] and states(final["text/html"])["report"][0] == "failed"
+    assert "FAILED" in final["text/html"] and states(snapshot_svg(final["text/html"]))["report"][0] == "failed"
     assert final["text/plain"] == "<nbflow run snapshot: flow 'inspect', 4 nodes>"
     assert run._repr_mimebundle_() == {"text/plain": repr(run)}  # not drawn twice in the same cell
     kernel.count += 1
