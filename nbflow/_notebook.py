@@ -155,3 +155,20 @@ def make_renderer(progress: Any, kernel: bool, state: BatchProgress | None = Non
     raise BatchError(
         f"progress= must be None (auto), True, False or an object with update(state) and close(state), got {progress!r}"
     )
+
+
+def _warm_up() -> None:
+    """In a kernel, import the run view with nbflow, not inside the cell of the first run.
+
+    The first ``flow.run`` then paints sooner, and a kernel interrupt in that cell reaches the run (it is
+    cancelled and recorded) instead of landing in a widget library's import.
+    """
+    if not (in_kernel() and config.show and config.widgets):
+        return
+    try:
+        import nbflow.widgets  # noqa: F401
+    except ImportError:  # ipywidgets/anywidget not installed: runs show their SVG
+        pass
+
+
+_warm_up()
