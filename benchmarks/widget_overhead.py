@@ -70,7 +70,7 @@ async def once(flow: nf.Flow, view: bool, noop: bool = False) -> tuple[float, fl
     total = time.perf_counter() - t0
     assert run.status is nf.RunStatus.SUCCEEDED, run
     if v is not None:
-        assert f"{N} succeeded" in v.header.value
+        assert f"{N} succeeded" in v.header
         v.close()
     return total, run.duration or 0.0
 

@@ -52,12 +52,13 @@ def auto_show(run: Run, handle: RunHandle | None = None, show: bool | None = Non
             run.subscribe(RunTextProgress(run))
         return
     try:
-        from IPython.display import display
-
         from nbflow.widgets import RunView
-    except ImportError:  # ipywidgets not installed: the run's own repr (SVG) is shown when displayed
+    except ImportError:  # ipywidgets/anywidget not installed: the run's own repr (SVG) is shown when displayed
         return
-    display(RunView(run, handle=handle))
+    _close_earlier_views()
+    view = RunView(run, handle=handle)
+    view.show()  # the live widget, with the static snapshot a saved notebook shows
+    _remember(view)
     _shown[run] = _execution_count()
 
 
@@ -71,8 +72,58 @@ def rich_bundle(run: Run, handle: RunHandle | None, include: Any = None, exclude
         from nbflow.widgets import RunView
     except ImportError:
         return None
-    bundle: dict[str, Any] = RunView(run, handle=handle)._repr_mimebundle_(include=include, exclude=exclude)
+    from IPython.display import display
+
+    _close_earlier_views()
+    view = RunView(run, handle=handle)
+    # The static snapshot goes out first (a saved notebook, nbconvert, GitHub show it); the live widget
+    # hides it while rendered.
+    display(view._snapshot_bundle(), raw=True)
+    _remember(view)
+    bundle: dict[str, Any] = view._repr_mimebundle_(include=include, exclude=exclude)
     return bundle
+
+
+# The views shown by each cell (by the front end's cell id): re-running a cell replaces its outputs, so
+# the views its previous run showed are closed (their comms and state freed in the kernel).
+_cell_views: dict[str, list[Any]] = {}
+
+
+_current: dict[str, str] = {}  # cell id -> the msg_id of the execution whose views are current
+
+
+def _close_earlier_views() -> None:
+    """Close the views a cell showed in its previous execution (they are no longer on screen)."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    try:
+        parent = kernel.get_parent() if kernel is not None else None
+    except Exception:
+        parent = None
+    if not parent:
+        return
+    cell = parent.get("metadata", {}).get("cellId")
+    msg_id = parent.get("header", {}).get("msg_id")
+    if not cell or not msg_id:
+        return
+    if _current.get(cell) != msg_id:
+        _current[cell] = msg_id
+        for view in _cell_views.pop(cell, []):
+            view.close()
+
+
+def _remember(view: Any) -> None:
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    try:
+        parent = kernel.get_parent() if kernel is not None else None
+    except Exception:
+        parent = None
+    cell = (parent or {}).get("metadata", {}).get("cellId")
+    if cell:
+        _cell_views.setdefault(cell, []).append(view)
 
 
 def present(run: Run, handle: RunHandle | None, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -104,3 +155,20 @@ def make_renderer(progress: Any, kernel: bool, state: BatchProgress | None = Non
     raise BatchError(
         f"progress= must be None (auto), True, False or an object with update(state) and close(state), got {progress!r}"
     )
+
+
+def _warm_up() -> None:
+    """In a kernel, import the run view with nbflow, not inside the cell of the first run.
+
+    The first ``flow.run`` then paints sooner, and a kernel interrupt in that cell reaches the run (it is
+    cancelled and recorded) instead of landing in a widget library's import.
+    """
+    if not (in_kernel() and config.show and config.widgets):
+        return
+    try:
+        import nbflow.widgets  # noqa: F401
+    except ImportError:  # ipywidgets/anywidget not installed: runs show their SVG
+        pass
+
+
+_warm_up()

@@ -26,12 +26,14 @@ class BatchProgressWidget:
         self.box = widgets.HBox([self.bar, self.label])
         self._text = "starting..."
         self._displayed = False
+        self._handle: Any = None
         if state is not None:
             self.update(state)
         if display:
             from IPython.display import display as show
 
-            show(self)
+            # With a display id: close() updates the output, so a saved notebook's text is the final line.
+            self._handle = show(self, display_id=True)
             self._displayed = True
 
     def update(self, state: BatchProgress) -> None:
@@ -49,11 +51,17 @@ class BatchProgressWidget:
             self.bar.bar_style = _STYLES["failed"]
         else:
             self.bar.bar_style = _STYLES["succeeded"]
+        if self._handle is not None:
+            try:
+                self._handle.update(self)
+            except Exception:  # no front end any more: the live bar already shows the end
+                pass
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         bundle = self.box._repr_mimebundle_(include=include, exclude=exclude)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = f"<batch progress: {self._text}>"
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = f"<batch progress: {self._text}>"
         return bundle
 
 

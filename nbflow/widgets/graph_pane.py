@@ -22,16 +22,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import GNode, Graph
     from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "node_paths", "table_html"]
-
-# One delegated click handler on the graph's wrapper: a click on a node writes "<name>|<time>" into the
-# view's hidden text box and fires 'change', which ipywidgets syncs to the kernel like typed text.
-CLICK_JS = (
-    "var n=event.target.closest('.nbflow-node');if(!n||!n.id)return;"
-    "var r=this.closest('.nbflow-runview');var i=r&&r.querySelector('.nbflow-pick input');if(!i)return;"
-    "i.value=n.id.slice(5)+'|'+Date.now();i.dispatchEvent(new Event('input',{bubbles:true}));"
-    "i.dispatchEvent(new Event('change',{bubbles:true}));"
-)
+__all__ = ["NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "node_paths", "table_html", "tries"]
 
 _DASH = r"(?:&#45;|-)"
 _START = re.compile(rf'<g id="node{_DASH}(?P<name>[\w.]+)" class="node nbflow{_DASH}node nbflow{_DASH}\w+">')
@@ -101,7 +92,7 @@ def _looks(
             else:
                 doc = docs.get(path, "")
                 tip = f"{path}: {rec.status.value}" + (f" — {doc}" if doc else "")
-            attempts = len(getattr(rec, "attempts", ()))
+            attempts = tries(rec)
             note = (
                 (f" ×{attempts}" if attempts > 1 else "")
                 + (" (recovered)" if getattr(rec, "recovered", False) else "")
@@ -112,6 +103,16 @@ def _looks(
         if child is not None:
             sub = getattr(rec, "subrun", None) if rec is not None else None
             _looks(child.graph, sub, f"{path}.", rec is not None, selected, redact, docs, out)
+
+
+def tries(rec: NodeRecord) -> int:
+    """How many times a node was tried: attempts that raised, plus the last one if it did not.
+
+    A node that paused on a question and was resumed has two attempts but was tried once: not a retry.
+    """
+    attempts = getattr(rec, "attempts", ())
+    failed = sum(1 for a in attempts if a.error is not None)
+    return failed + (1 if attempts and attempts[-1].error is None else 0)
 
 
 def _layout_record(name: str, subrun: _LayoutRun | None) -> NodeRecord:
@@ -156,6 +157,9 @@ class SvgTemplate:
         self._parts.append(svg[pos:])
         self.nodes = [p[0] for p in self._parts if isinstance(p, tuple)]
         self._cache: dict[tuple[str, NodeLook], str] = {}
+        # Every node pending: what the live view sends once (one string shared by every view of the graph);
+        # the browser recolours it from the views' node states.
+        self.blank = self.render({n: NodeLook(NodeStatus.PENDING, n) for n in self.nodes})
 
     @classmethod
     def layout(cls, graph: Graph) -> SvgTemplate:

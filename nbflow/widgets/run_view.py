@@ -1,21 +1,44 @@
-"""``RunView``: the live view of one run — header, errors, graph, node inspector, Cancel button.
+"""``RunView``: the live view of one run, an anywidget custom widget (ES module front end, no build step).
 
-It subscribes to the run's events and redraws at most once per ``nbflow.config.redraw_interval``
-(a burst of events costs one redraw, and the final state is always drawn on RunFinished).
-Events arrive on the loop that executes the run: the kernel's for ``await flow.arun``/``flow.start``,
-a worker thread's for a blocking ``flow.run`` (widget updates from that thread still reach the
-browser; clicks are handled once the cell finishes).
+How it talks to the browser (and why): the kernel sets a few small traits — ``nodes`` (each node's state,
+note and tooltip), ``header``, ``problems``, ``inspector`` (the selected node only), ``selected``,
+``questions`` — and the browser recolours the graph it received once (``svg``, laid out by Graphviz once
+per graph). Every user action (a click on a node, a pick in the selector, Cancel, an answer) travels as a
+*custom message* (``model.send`` in ``run_view.js`` -> ``_on_msg`` here). Custom messages are not held back
+by ipywidgets' per-model update throttle, which waits for a kernel ``idle`` that ipykernel never sends for
+messages handled while an async cell (``await flow.arun(...)``) holds the shell: with state sync only the
+first click of a view was ever handled there (NOTEBOOK-RUNTIME.md §7).
+
+Redraws are coalesced to one per ``nbflow.config.redraw_interval``; the final state is always drawn.
+Events arrive on the loop that executes the run: the kernel's for ``await flow.arun``/``flow.start``, a
+worker thread's for a blocking ``flow.run`` (updates still reach the browser; clicks are handled once the
+cell finishes).
+
+Memory: a view keeps its run alive only while the run is live. Once the run is final the view holds it
+weakly: ``del run`` frees the run's outputs, and the view keeps showing its final picture (the inspector
+then says the run is gone). The laid-out SVG is shared by every view of the same graph.
+
+Saved notebooks: ``show()`` displays a static HTML snapshot (coloured SVG, problems, outputs summary)
+next to the widget and updates it when the run ends, so nbconvert, GitHub, nbviewer and a notebook
+reopened without a kernel show the run. The live widget hides the snapshot while it is rendered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import secrets as _random
 import time
 import warnings
+import weakref
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as W
+import anywidget
+import ipywidgets
+import traitlets as t
 
 from nbflow._core.config import config
 from nbflow._core.errors import NbflowError, NbflowWarning, UnknownNodeError
@@ -23,11 +46,21 @@ from nbflow._core.events import Event, RunFinished, RunPaused
 from nbflow._core.missing import MISSING
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._engine.kernel import RunHandle
-from nbflow.widgets.graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, node_paths, table_html
+from nbflow.widgets.graph_pane import (
+    NodeLook,
+    SvgTemplate,
+    can_draw,
+    first_doc_lines,
+    looks,
+    node_paths,
+    table_html,
+    tries,
+)
 from nbflow.widgets.redact import Redactor
-from nbflow.widgets.render import render_value, short_value
-from nbflow.widgets.style import CSS, SYMBOLS, badge, chip, chips, esc
+from nbflow.widgets.render import describe, render_value, short_value
+from nbflow.widgets.style import SYMBOLS, badge, chip, chips, esc
 from nbflow.widgets.throttle import Later, Throttle, call_later
+from nbflow.widgets.tracebacks import traceback_html
 
 if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
@@ -38,17 +71,47 @@ __all__ = ["RunView"]
 MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that big is unreadable and slow to lay out
 _MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
 _MAX_ROWS = 100  # map items / loop iterations listed in the inspector
+_HERE = Path(__file__).parent
+_ESM = (_HERE / "run_view.js").read_text(encoding="utf-8")
+_CSS = (_HERE / "run_view.css").read_text(encoding="utf-8")
+_GONE = (
+    '<div class="nbflow-w nbflow-muted">This run is no longer in the kernel\'s memory (it was deleted or '
+    "replaced), so its outputs cannot be shown; the graph keeps its final state.</div>"
+)
 
 
-class RunView(W.VBox):
+class RunView(anywidget.AnyWidget):
     """The live view of a Run (or of the RunHandle of ``flow.start``).
 
-    Parts (public, read-only, for tests and custom layouts): ``header``, ``problems`` (errors at the
-    top, skipped nodes and why), ``graph`` (SVG or table), ``selector`` (every node with its state),
-    ``inspector`` (the chosen node's output, error and traceback, attempts, inputs) and
-    ``cancel_button`` (shown for background runs). ``select(name)`` chooses a node.
-    Inputs whose names look secret are masked (see ``nbflow.widgets.redact``).
+    Traits (read-only, what the browser shows): ``header``, ``problems`` (failures at the top; skipped
+    or cancelled nodes and why, except branches not taken), ``svg`` (the graph, laid out once) or
+    ``table`` (big graphs), ``nodes`` (path -> [state, note, tooltip]), ``options`` (the selector),
+    ``selected`` and ``inspector`` (the chosen node's output, error and traceback, attempts, inputs,
+    answered questions), ``questions`` (a paused run's open questions) and ``cancellable``.
+    ``select(name)`` chooses a node; ``graph_html()`` and ``snapshot_html()`` give the static pictures.
+    Values of secret-named inputs are masked (see ``nbflow.widgets.redact``).
     """
+
+    # Defined here (not added per instance by AnyWidget.__init__, which makes a new class per view).
+    _esm = t.Unicode(_ESM).tag(sync=True)
+    _css = t.Unicode(_CSS).tag(sync=True)
+    _anywidget_id = t.Unicode("nbflow.widgets.run_view.RunView").tag(sync=True)
+
+    svg = t.Unicode("").tag(sync=True)
+    table = t.Unicode("").tag(sync=True)
+    nodes = t.Dict().tag(sync=True)
+    header = t.Unicode("").tag(sync=True)
+    problems = t.Unicode("").tag(sync=True)
+    inspector = t.Unicode("").tag(sync=True)
+    selected = t.Unicode("").tag(sync=True)
+    options: t.List[Any] = t.List().tag(sync=True)
+    questions: t.List[Any] = t.List().tag(sync=True)
+    answer_status = t.Dict().tag(sync=True)
+    cancellable = t.Bool(False).tag(sync=True)
+    cancelling = t.Bool(False).tag(sync=True)
+    status = t.Unicode("").tag(sync=True)
+    snapshot_id = t.Unicode("").tag(sync=True)
+    timeline = t.Dict().tag(sync=True)
 
     def __init__(
         self,
@@ -65,21 +128,26 @@ class RunView(W.VBox):
         graph = run.graph
         if graph is None:
             raise NbflowError(f"run {run.run_id} has no graph to draw; RunView needs a Run made by Flow.run/arun/start")
-        self.run: Run = run
+        self._run: Run | None = run  # strong while the run is live
+        self._run_ref: weakref.ref[Run] = weakref.ref(run)
+        self._flow_name = run.flow
+        self._run_id = run.run_id
         self.handle: RunHandle | None = handle
         self._graph: Graph = graph
         self._paths = dict(node_paths(graph))  # "node", and "subflow.node" for nodes of sub-flows
         self._later = later
         self._redact = Redactor()
         self._redact.collect(run.inputs)
-        self._selected: str | None = None
         self._user_picked = False
         self._inspected: tuple[Any, ...] | None = None
         self._ticking = False
         self._closed = False
-        self._setting = False  # True while the view itself changes the selector (not the user)
         self._template: SvgTemplate | None = None
         self._docs: dict[str, str] = {}
+        self._history: dict[str, list[str]] = {}  # node -> answered questions ("answered 'approve' ...")
+        self._answer_task: Any = None
+        self._snapshot: Any = None  # the DisplayHandle of the static snapshot, once shown
+        self._final_drawn = False
         if can_draw(graph, max_svg_nodes):
             try:
                 self._template = SvgTemplate.layout(graph)
@@ -92,51 +160,31 @@ class RunView(W.VBox):
                     NbflowWarning,
                     stacklevel=2,
                 )
-        # Big graphs list plain names (set once); small ones show each node's state in the selector.
         self._live_labels = self._template is not None
-
-        self.header = W.HTML(layout=W.Layout(margin="0 0 4px 0"))
-        self.problems = W.HTML()
-        self.graph = W.HTML(layout=W.Layout(max_height="520px", overflow="auto"))
-        self.selector = W.Dropdown(description="node", options=[], value=None, layout=W.Layout(width="360px"))
-        self.cancel_button = W.Button(
-            description="Cancel",
-            icon="stop",
-            button_style="danger",
-            tooltip="Cancel the run (finished outputs are kept)",
+        # Not AnyWidget.__init__: it adds its traits per instance (a new class per view); ours are declared.
+        # What is known now goes out with the widget's opening message (the SVG once, never again).
+        ipywidgets.DOMWidget.__init__(
+            self,
+            snapshot_id=_random.token_hex(6),
+            svg=self._template.blank if self._template is not None else "",
+            options=[] if self._live_labels else [[name, name] for name in self._paths],
+            cancellable=handle is not None and not run.status.finished,
+            status=run.status.value,
         )
-        self.inspector = W.HTML()
-        # A paused run's open questions, each with buttons (options) or a text box to answer it.
-        self.questions = W.VBox()
-        self._questions_key: tuple[Any, ...] = ()
-        self._answer_task: Any = None
-        # Receives node clicks from the SVG (see graph_pane.CLICK_JS); never visible.
-        self._pick = W.Text(layout=W.Layout(display="none"))
-        self._pick.add_class("nbflow-pick")
-        self.cancel_button.on_click(self._cancel)
-        self.selector.observe(self._on_select, names="value")
-        self._pick.observe(self._on_pick, names="value")
-        if handle is None:
-            self.cancel_button.layout.display = "none"
-        bar = W.HBox([self.selector, self.cancel_button], layout=W.Layout(align_items="center"))
-        super().__init__([self.header, self.problems, self.questions, self.graph, bar, self.inspector, self._pick])
+        self.on_msg(self._on_msg)
         self.add_class("nbflow-runview")
-        self.add_class("nbflow-w")
 
         self.redraws = 0
         self._throttle = Throttle(
             self._redraw, config.redraw_interval if interval is None else interval, clock=clock, later=later
         )
         self._unsubscribe: Callable[[], None] | None = None
-        if not self._live_labels:
-            self._set_options([(name, name) for name in self._paths])
-        if run.status is RunStatus.PENDING:
-            # Only the header now: the first event's poke draws the rest within one interval, and a run
-            # that ends sooner is drawn once, by the final redraw (a big graph is costly to draw twice).
-            self.header.value = self._header_html()
-            self.graph.value = '<div class="nbflow-muted nbflow-w">starting…</div>'
-        else:
-            self._redraw()
+        with self.hold_sync():
+            if run.status is RunStatus.PENDING:
+                # Only the header now: the first event's poke draws the rest within one interval.
+                self.header = self._header_html(run)
+            else:
+                self._redraw()
         if not run.status.finished:
             self._unsubscribe = run.subscribe(self._on_event)
             if run.status.finished:  # it ended (in another thread) between the check and subscribing
@@ -144,12 +192,14 @@ class RunView(W.VBox):
             elif run.status is RunStatus.RUNNING:  # shown mid-run: keep the elapsed time moving
                 self._ticking = True
                 self._later(1.0, self._tick)
+        else:
+            self._let_go()
 
     # --- public ----------------------------------------------------------------------------------
     @property
-    def selected(self) -> str | None:
-        """The node shown in the inspector."""
-        return self._selected
+    def run(self) -> Run | None:
+        """The run shown; None once a final run was deleted (the view then keeps only its picture)."""
+        return self._run if self._run is not None else self._run_ref()
 
     def select(self, node: str) -> None:
         """Show ``node`` in the inspector (as if the user picked it)."""
@@ -158,27 +208,62 @@ class RunView(W.VBox):
         self._user_picked = True
         self._set_selected(node)
 
+    def show(self) -> None:
+        """Display the widget, with the static snapshot beside it (what a saved notebook shows)."""
+        from IPython.display import display
+
+        self._snapshot = display(self._snapshot_bundle(), raw=True, display_id=True)
+        display(self)
+
     def close(self) -> None:
-        """Stop following the run and close the widgets."""
+        """Stop following the run and close the widget."""
         self._closed = True
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         self._throttle.cancel()
-        for child in (self.header, self.problems, self.graph, self.selector, self.cancel_button):
-            child.close()
-        self.inspector.close()
-        self._pick.close()
+        self._run = None
+        self.handle = None
         super().close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        if self.comm is None:  # closed: nothing live to show
+            return {"text/plain": self._text()}
         bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            # What text-only front ends and nbval see: stable (no run id, no timing), so a checked cell
-            # that displays a run keeps passing.
-            n = len(self.run.nodes)
-            bundle["text/plain"] = f"<nbflow run view: flow {self.run.flow!r}, {n} node{'s' if n != 1 else ''}>"
-        return bundle
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            # What text-only front ends and nbval see: stable (no run id, no timing).
+            data["text/plain"] = self._text()
+        return data
+
+    def set_state(self, sync_data: Any) -> None:
+        """The browser owns no state: its actions arrive as messages (``_on_msg``), so state it sends is ignored."""
+        return
+
+    def _text(self) -> str:
+        n = len(self._graph.nodes)
+        return f"<nbflow run view: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}>"
+
+    # --- messages from the browser -------------------------------------------------------------------
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("kind")
+        if kind == "select":
+            node = content.get("node")
+            if isinstance(node, str) and node in self._paths:
+                self._user_picked = True
+                self._set_selected(node)
+        elif kind == "cancel":
+            self._cancel()
+        elif kind == "answer":
+            key = content.get("key")
+            if isinstance(key, str):
+                self._answer(
+                    key, content.get("value"), str(content.get("comment") or ""), str(content.get("how") or "")
+                )
+        elif kind == "timeline":
+            self._update_timeline()
 
     # --- events ----------------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
@@ -190,6 +275,7 @@ class RunView(W.VBox):
                 self._unsubscribe()
                 self._unsubscribe = None
             self._throttle.flush()
+            self._let_go()
             return
         if isinstance(event, RunPaused):
             # The loop that delivered the events may end now (a blocking run returns PAUSED): draw at
@@ -203,59 +289,99 @@ class RunView(W.VBox):
             self._ticking = True
             self._later(1.0, self._tick)
 
+    def _let_go(self) -> None:
+        """The run is final: hold it weakly (``del run`` frees it) and forget the handle."""
+        run = self.run
+        if run is not None and run.status.finished:
+            self._run = None
+            self.handle = None
+
     def _tick(self) -> None:
-        if self._closed or self.run.status is not RunStatus.RUNNING:
+        run = self.run
+        if self._closed or run is None or run.status is not RunStatus.RUNNING:
             self._ticking = False
             return
-        self.header.value = self._header_html()
+        self.header = self._header_html(run)
         self._later(1.0, self._tick)
 
     # --- drawing ---------------------------------------------------------------------------------
     def _redraw(self) -> None:
+        run = self.run
+        if run is None:
+            return
         self.redraws += 1
-        run = self.run
         if not self._user_picked:
-            self._auto_select()
+            self._auto_select(run)
+        final = run.status.finished or run.status is RunStatus.PAUSED
+        if final:
+            self._collect_secrets(run)  # secrets fed between nodes are redacted in tooltips and the snapshot too
         with self.hold_sync():
-            self.header.value = self._header_html()
-            self.problems.value = self._problems_html()
-            self.graph.value = self._graph_html()
+            self.status = run.status.value
+            self.header = self._header_html(run)
+            self.problems = self._problems_html(run)
+            if self._template is not None:
+                node_looks = looks(self._graph, run, None, self._redact, self._docs)
+                new = {path: _look_state(look) for path, look in node_looks.items()}
+                if new != self.nodes:
+                    self.nodes = new
+            else:
+                self.table = table_html(self._paths, self._record, self.selected or None, self._redact)
             if self._live_labels:
-                self._update_selector()
-            elif self.selector.value != self._selected:
-                self._set_options(None)
+                self._update_options()
             if run.status.finished:
-                self.cancel_button.layout.display = "none"
-            self._update_questions()
+                self.cancellable = False
+            self._update_questions(run)
             self._refresh_inspector()
+        if final and self._snapshot is not None:
+            try:
+                self._snapshot.update(self._snapshot_bundle(), raw=True)
+            except Exception:  # the display went away (no kernel): the live view still works
+                pass
 
-    def _header_html(self) -> str:
-        run = self.run
+    def _collect_secrets(self, run: Run) -> None:
+        """Remember the values of every secret-named input of every node (to redact them wherever they appear)."""
+        for _path, rec in run.walk():
+            if rec.inputs:
+                self._redact.collect(rec.inputs)
+
+    def _header_html(self, run: Run) -> str:
         elapsed = run.duration
         when = _elapsed(elapsed) if elapsed is not None else "not started"
         total = len(run.nodes)
-        done = sum(1 for r in run.nodes.values() if r.status.finished)
         why = getattr(run, "reason", None)  # e.g. the run's deadline passed
         reason = f'<div class="nbflow-muted">{esc(self._redact(why))}</div>' if why else ""
+        if run.status is RunStatus.SUCCEEDED or run.status is RunStatus.RUNNING:
+            done = sum(1 for r in run.nodes.values() if r.status.finished)
+            progress = f" · {done}/{total} done"
+        else:  # a cancelled or failed run is not "5/5 done": the chips say what happened
+            progress = f" · {total} node{'s' if total != 1 else ''}"
         return (
-            f'{CSS}<div class="nbflow-w">{badge(run.status)} <b>{esc(run.flow)}</b> '
-            f'<span class="nbflow-muted">run {esc(run.run_id)} · {when} · {done}/{total} done</span> '
+            f'<div class="nbflow-w">{badge(run.status)} <b>{esc(run.flow)}</b> '
+            f'<span class="nbflow-muted">run {esc(run.run_id)} · {when}{progress}</span> '
             f"&nbsp;{chips(run.counts())}{reason}</div>"
         )
 
-    def _problems_html(self) -> str:
-        failed = [r for r in self.run.nodes.values() if r.status is NodeStatus.FAILED]
+    def _problems_html(self, run: Run) -> str:
+        """Failed nodes (name and exception type: the message is shown once, in the inspector), then
+        cancelled or skipped nodes and why. Branches not taken are not problems and are not listed."""
+        failed = [(path, r) for path, r in run.walk() if r.status is NodeStatus.FAILED and path in self._paths]
         lines: list[str] = []
-        for rec in failed[:_MAX_LISTED]:
-            msg = self._redact(f"{rec.error_type}: {rec.error}")
-            first = msg.splitlines()[0] if msg else ""
-            lines.append(f'<div class="nbflow-err">{chip("failed", rec.name)} {esc(first[:300])}</div>')
+        for path, rec in failed[:_MAX_LISTED]:
+            first = (self._redact(str(rec.error or "")).splitlines() or [""])[0]
+            lines.append(
+                f'<div class="nbflow-err nbflow-problem" data-node="{esc(path)}">{chip("failed", path)} '
+                f"<b>{esc(rec.error_type or 'error')}</b>"
+                f'<span class="nbflow-muted"> {esc(first[:120])}{"…" if len(first) > 120 else ""}</span></div>'
+            )
         if len(failed) > _MAX_LISTED:
             lines.append(f'<div class="nbflow-err">… and {len(failed) - _MAX_LISTED} more failed nodes</div>')
         groups: dict[tuple[str, str], list[str]] = {}
-        for rec in self.run.nodes.values():
+        for rec in run.nodes.values():
             if rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
-                groups.setdefault((rec.status.value, rec.skip_reason or ""), []).append(rec.name)
+                reason = rec.skip_reason or ""
+                if rec.status is NodeStatus.SKIPPED and _not_taken(reason):
+                    continue
+                groups.setdefault((rec.status.value, reason), []).append(rec.name)
         for (status, reason), names in list(groups.items())[:_MAX_LISTED]:
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
             lines.append(
@@ -264,166 +390,194 @@ class RunView(W.VBox):
             )
         return f'<div class="nbflow-w">{"".join(lines)}</div>' if lines else ""
 
-    def _graph_html(self) -> str:
+    def graph_html(self) -> str:
+        """The graph as static HTML coloured by the current state (the snapshot's picture)."""
+        run = self.run
         if self._template is not None:
-            body = self._template.render(looks(self._graph, self.run, self._selected, self._redact, self._docs))
-        else:
-            body = table_html(self._paths, self._record, self._selected, self._redact)
-        return f'<div class="nbflow-graph nbflow-w" onclick="{CLICK_JS}">{body}</div>'
+            if run is not None:
+                node_looks = looks(self._graph, run, self.selected or None, self._redact, self._docs)
+            else:
+                node_looks = {p: _unlook(p, v) for p, v in self.nodes.items()}
+            return self._template.render(node_looks)
+        if self.table or run is None:
+            return self.table
+        return table_html(self._paths, self._record, self.selected or None, self._redact)
 
-    def _update_selector(self) -> None:
+    def _update_options(self) -> None:
         options = []
         for name in self._paths:
             rec = self._record(name)
             state = rec.status.value if rec is not None else "not in run"
-            options.append((f"{SYMBOLS.get(state, '·')} {name} — {state}", name))
-        if options != list(self.selector.options):
-            self._set_options(options)
-        elif self.selector.value != self._selected:
-            self._set_options(None)
+            options.append([f"{SYMBOLS.get(state, '·')} {name} — {state}", name])
+        if options != self.options:
+            self.options = options
 
-    def _set_options(self, options: list[tuple[str, str]] | None) -> None:
-        """Set the selector's options (None: keep them) and its value, without it counting as a user pick."""
-        self._setting = True
-        try:
-            if options is not None:
-                self.selector.options = options
-            self.selector.value = self._selected
-        finally:
-            self._setting = False
-
-    def _auto_select(self) -> None:
+    def _auto_select(self, run: Run) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""
-        run = self.run
-        # The innermost first failure: a failed sub-flow's own node has the real traceback. walk() lists a
-        # sub-flow's nodes right after it, so its failed descendants follow it in ``failed``.
         failed = [path for path, r in run.walk() if r.status is NodeStatus.FAILED and path in self._paths]
         first_failed = failed[0] if failed else None
         for path in failed[1:]:
             if first_failed is not None and path.startswith(first_failed + "."):
                 first_failed = path
         if first_failed is not None:
-            self._selected = first_failed
+            self.selected = first_failed
+        elif run.status is RunStatus.PAUSED and run.pending:
+            self.selected = next(iter(run.pending.values())).node
         elif run.status.finished and run.nodes:
-            self._selected = next(reversed(run.nodes))
+            self.selected = next(reversed(run.nodes))
 
-    def _set_selected(self, node: str | None) -> None:
-        self._selected = node
-        self._setting = True
-        try:
-            self.selector.value = node
-        finally:
-            self._setting = False
-        self.graph.value = self._graph_html()
-        self._refresh_inspector()
-
-    def _on_select(self, change: dict[str, Any]) -> None:
-        if self._setting or change["new"] is None:
-            return
-        self._user_picked = True
-        self._set_selected(change["new"])
-
-    def _on_pick(self, change: dict[str, Any]) -> None:
-        name = str(change["new"]).split("|", 1)[0]
-        if name in self._paths:
-            self._user_picked = True
-            self._set_selected(name)
+    def _set_selected(self, node: str) -> None:
+        with self.hold_sync():
+            self.selected = node
+            if self._template is None:
+                run = self.run
+                if run is not None:
+                    self.table = table_html(self._paths, self._record, node, self._redact)
+            self._refresh_inspector()
 
     # --- questions of a paused run ------------------------------------------------------------------
-    def _update_questions(self) -> None:
-        run = self.run
+    def _update_questions(self, run: Run) -> None:
         pending = getattr(run, "pending", None) or {}
         open_ = run.status is RunStatus.PAUSED and bool(pending)
-        key = (getattr(run, "pause_version", 0), tuple(pending)) if open_ else ()
-        if key == self._questions_key:
+        if not open_:
+            if self.questions:
+                self.questions = []
             return
-        self._questions_key = key
-        old = self.questions.children
-        self.questions.children = tuple(self._question_box(k, q) for k, q in pending.items()) if open_ else ()
-        for box in old:
-            box.close()
-
-    def _question_box(self, key: str, question: Any) -> W.Widget:
+        version = getattr(run, "pause_version", 0)
         redact = self._redact
-        text = (
-            f'<div class="nbflow-w">{chip("paused", "question")} <b>{esc(question.node)}</b> asks: '
-            f"<b>{esc(redact(question.prompt))}</b></div>"
-        )
-        if question.data is not None:
-            text += f'<div class="nbflow-w">{render_value(question.data, redact)}</div>'
-        status = W.HTML()
-        controls: list[W.Widget] = []
-        if question.options:
-            for option in question.options:
-                button = W.Button(description=str(option), tooltip=f"answer {option!r}")
-                button.on_click(lambda _b, value=option: self._answer(key, value, status, controls))
-                controls.append(button)
-        else:
-            box = W.Text(placeholder="your answer")
-            send = W.Button(description="Answer", button_style="primary")
-            send.on_click(lambda _b: self._answer(key, box.value, status, controls))
-            controls += [box, send]
-        return W.VBox([W.HTML(text), W.HBox(controls), status], layout=W.Layout(margin="4px 0"))
+        cards = []
+        for key, q in pending.items():
+            data = ""
+            if q.data is not None:
+                try:
+                    data = render_value(q.data, redact)
+                except Exception as exc:
+                    data = f'<div class="nbflow-err">cannot show the data: {esc(type(exc).__name__)}</div>'
+            cards.append(
+                {
+                    "key": key,
+                    "node": q.node,
+                    "prompt": redact(q.prompt),
+                    "data": data,
+                    "options": [str(o) for o in q.options] if q.options else [],
+                    "version": version,
+                    "asked": datetime.fromtimestamp(q.asked_at).strftime("%H:%M:%S"),
+                }
+            )
+        if cards != self.questions:
+            self.questions = cards
 
-    def _answer(self, key: str, value: Any, status: W.HTML, controls: list[W.Widget]) -> None:
+    def _answer(self, key: str, value: Any, comment: str, how: str) -> None:
         """Resume the run with ``value`` for question ``key``: in the background of the running loop."""
-        for c in controls:
-            c.disabled = True
-        status.value = f'<span class="nbflow-muted">resuming with {esc(repr(value))[:100]}…</span>'
+        run = self.run
+        if run is None:
+            return
+        question = (getattr(run, "pending", None) or {}).get(key)
+        if question is not None and question.options and value not in question.options:
+            self.answer_status = {**self.answer_status, key: f"unknown option {value!r}"}
+            return
+        self.answer_status = {**self.answer_status, key: f"resuming with {repr(value)[:100]}…"}
+        when = datetime.now().strftime("%H:%M:%S")
+        node = question.node if question is not None else key.split("#")[0]
+        prompt = question.prompt if question is not None else key
+        note = f"answered {value!r} by {how or 'the view'} at {when} to “{prompt}”"
+        if comment:
+            note += f" — comment: {comment}"
+        entry = self._redact(note)
+
+        def failed(exc: BaseException) -> None:
+            # AnswerError, ResumeConflictError: nothing changed, say why and allow a retry
+            if entry in self._history.get(node, []):
+                self._history[node].remove(entry)
+            self.answer_status = {**self.answer_status, key: f"{type(exc).__name__}: {self._redact(str(exc))}"}
 
         def done(task: Any) -> None:
             exc = None if task.cancelled() else task.exception()
-            if exc is not None:  # AnswerError, ResumeConflictError: nothing changed, say why and allow a retry
-                status.value = (
-                    f'<span class="nbflow-err">{esc(type(exc).__name__)}: {esc(self._redact(str(exc)))}</span>'
-                )
-                for c in controls:
-                    c.disabled = False
+            if exc is not None:
+                failed(exc)
+            else:
+                self.answer_status = {k: v for k, v in self.answer_status.items() if k != key}
 
+        # Kept in the node's history before resuming: the resumed run may finish (and redraw) at once.
+        self._history.setdefault(node, []).append(entry)
+        self._inspected = None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop here (a script): resume blocking
             try:
-                self.run.resume(value, question=key)
+                run.resume(value, question=key)
             except NbflowError as exc:
-                status.value = (
-                    f'<span class="nbflow-err">{esc(type(exc).__name__)}: {esc(self._redact(str(exc)))}</span>'
-                )
-                for c in controls:
-                    c.disabled = False
+                failed(exc)
+                return
+            self.answer_status = {k: v for k, v in self.answer_status.items() if k != key}
             return
-        self._answer_task = loop.create_task(self.run.aresume(value, question=key))
+        self._answer_task = loop.create_task(run.aresume(value, question=key))
         self._answer_task.add_done_callback(done)
 
-    def _cancel(self, _button: Any = None) -> None:
-        if self.handle is None or self.run.status.finished:
+    def _cancel(self) -> None:
+        run = self.run
+        if self.handle is None or run is None or run.status.finished:
             return
-        self.cancel_button.disabled = True
-        self.cancel_button.description = "Cancelling…"
+        self.cancelling = True
         self.handle.cancel()
+
+    # --- the timeline ---------------------------------------------------------------------------
+    def _update_timeline(self) -> None:
+        """Bars of every node's attempts, the waits between them and pauses (sent when the tab is opened)."""
+        run = self.run
+        if run is None:
+            return
+        t0 = run.started_at or time.time()
+        rows = []
+        for path, rec in run.walk():
+            if path not in self._paths:
+                continue
+            bars = []
+            for a in getattr(rec, "attempts", ()):
+                end = a.finished_at if a.finished_at is not None else time.time()
+                kind = "failed" if a.error is not None else "ran"
+                bars.append([round(a.started_at - t0, 4), round(end - t0, 4), kind])
+                if a.delay:
+                    bars.append([round(end - t0, 4), round(end - t0 + a.delay, 4), "wait"])
+            rows.append({"node": path, "state": rec.status.value, "bars": bars})
+        end = (run.finished_at or time.time()) - t0 if run.started_at else 0.0
+        self.timeline = {"rows": rows, "end": round(end, 4)}
 
     # --- the inspector ---------------------------------------------------------------------------
     def _record(self, path: str) -> NodeRecord | None:
         """The record of ``path`` (``"sub.node"`` inside a sub-flow), or None when it has none (yet)."""
+        run = self.run
+        if run is None:
+            return None
         if "." not in path:
-            return self.run.nodes.get(path)
+            return run.nodes.get(path)
         try:
-            return self.run.record(path)
+            return run.record(path)
         except (NbflowError, LookupError):
             return None
 
     def _refresh_inspector(self) -> None:
-        name = self._selected
+        name = self.selected or None
+        run = self.run
+        if run is None:
+            if self.inspector != _GONE:
+                self.inspector = _GONE
+            return
         rec = self._record(name) if name is not None else None
-        key = (name, rec.status if rec else None, len(rec.attempts) if rec else 0)
+        key = (
+            name,
+            rec.status if rec else None,
+            len(rec.attempts) if rec else 0,
+            len(self._history.get(name or "", ())),
+        )
         if key == self._inspected:
             return
         self._inspected = key
         try:
-            body = self._inspector_html(name, rec)
+            body = self._inspector_html(run, name, rec)
         except Exception as exc:  # an output whose repr raises must not stop the live view
             body = f'<div class="nbflow-err">cannot show node {esc(name)}: {esc(type(exc).__name__)}: {esc(exc)}</div>'
-        self.inspector.value = body
+        self.inspector = body
 
     def _items_html(self, rec: NodeRecord) -> str:
         """The items of a map node or the iterations of a loop node: index, state, time, output or error."""
@@ -455,17 +609,20 @@ class RunView(W.VBox):
         first_tb = next((getattr(r, "traceback", None) for r in failed if getattr(r, "traceback", None)), None)
         tb = ""
         if first_tb:
-            tb = f"<details><summary>traceback of {what[:-1]} {failed[0].index}</summary><pre>{esc(redact(first_tb))}</pre></details>"
+            tb = (
+                f"<details><summary>traceback of {what[:-1]} {failed[0].index}</summary>"
+                f"{traceback_html(redact(first_tb))}</details>"
+            )
         return (
             f"<div><b>{what}</b> ({len(rows_of)}, {len(failed)} failed)</div>"
             f'<div class="nbflow-scroll"><table><tr><th>#</th><th>state</th><th>took</th><th>output / error</th></tr>'
             f"{''.join(rows)}</table></div>{more}{tb}"
         )
 
-    def _inspector_html(self, name: str | None, rec: NodeRecord | None) -> str:
+    def _inspector_html(self, run: Run, name: str | None, rec: NodeRecord | None) -> str:
         if name is None:
-            return '<div class="nbflow-w nbflow-muted">Choose a node above (or click it in the graph) to see its output.</div>'
-        parts = [f"<h4 style='margin:6px 0'>{esc(name)} &nbsp;"]
+            return '<div class="nbflow-w nbflow-muted">Click a node in the graph (or pick it above) to see its output.</div>'
+        parts = [f"<h4 class='nbflow-title'>{esc(name)} &nbsp;"]
         g = self._paths[name]
         if rec is None:
             parts.append('<span class="nbflow-muted">not part of this run</span></h4>')
@@ -478,11 +635,16 @@ class RunView(W.VBox):
         if doc:
             parts.append(f'<div class="nbflow-muted">{esc(doc.splitlines()[0])}</div>')
         redact = self._redact
-        self._redact.collect({k: v for k, v in rec.inputs.items()})
+        self._redact.collect(dict(rec.inputs.items()))
         if rec.status is NodeStatus.FAILED:
-            parts.append(f'<div class="nbflow-err"><b>{esc(redact(f"{rec.error_type}: {rec.error}"))}</b></div>')
+            # The message once, its line breaks kept; the traceback without its last line (the message again).
+            message = redact(f"{rec.error_type}: {rec.error}")
+            parts.append(f'<pre class="nbflow-err nbflow-message">{esc(message)}</pre>')
             if rec.traceback:
-                parts.append(f"<pre>{esc(redact(rec.traceback))}</pre>")
+                parts.append(
+                    "<details open><summary>traceback</summary>"
+                    f"{traceback_html(_without_message(redact(rec.traceback), message))}</details>"
+                )
         elif rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
             parts.append(f"<div>{esc(rec.status.value)}: {esc(redact(rec.skip_reason or ''))}</div>")
         elif rec.status is NodeStatus.PENDING:
@@ -493,21 +655,29 @@ class RunView(W.VBox):
             parts.append(f'<div class="nbflow-muted">not started: {esc(why)}</div>')
         elif rec.status is NodeStatus.RUNNING:
             parts.append('<div class="nbflow-muted">running…</div>')
+        elif rec.status is NodeStatus.PAUSED:
+            parts.append('<div class="nbflow-muted">paused: waiting for an answer (see the question above)</div>')
+        history = self._history.get(name)
+        if history:
+            parts.append('<div><b>questions</b></div><ul class="nbflow-history">')
+            parts.extend(f"<li>{esc(h)}</li>" for h in history)
+            parts.append("</ul>")
         if rec.status is NodeStatus.SUCCEEDED:
             note = " (overridden: injected, not run)" if rec.overridden else ""
             parts.append(f"<div><b>output</b>{esc(note)}</div>{render_value(rec.output, redact)}")
         parts.append(self._items_html(rec))
-        if rec.attempts:
-            t0 = self.run.started_at or rec.attempts[0].started_at
+        if tries(rec) > 1:
+            t0 = run.started_at or rec.attempts[0].started_at
             rows = "".join(
                 f"<tr><td>{a.number}</td><td>+{a.started_at - t0:.3f}s</td>"
                 f"<td>{'' if a.duration is None else f'{a.duration:.3f}s'}</td>"
-                f"<td>{'' if a.error is None else esc(redact(f'{type(a.error).__name__}: {a.error}'))[:200]}</td></tr>"
+                f"<td>{'' if a.error is None else esc(redact(f'{type(a.error).__name__}: {a.error}'))[:200]}</td>"
+                f"<td>{'' if not a.delay else f'{a.delay:.2f}s'}</td></tr>"
                 for a in rec.attempts
             )
             parts.append(
-                "<div><b>attempts</b></div><table><tr><th>#</th><th>started</th><th>took</th><th>error</th></tr>"
-                f"{rows}</table>"
+                "<div><b>attempts</b></div><table><tr><th>#</th><th>started</th><th>took</th><th>error</th>"
+                f"<th>then waited</th></tr>{rows}</table>"
             )
         if rec.inputs:
             rows = "".join(
@@ -515,6 +685,81 @@ class RunView(W.VBox):
             )
             parts.append(f"<div><b>inputs</b></div><table>{rows}</table>")
         return f'<div class="nbflow-w">{"".join(parts)}</div>'
+
+    # --- the static snapshot (saved notebooks, nbconvert, GitHub) -------------------------------------
+    def snapshot_html(self) -> str:
+        """The run as static HTML: header, problems, the coloured graph and a summary of the outputs.
+
+        Inline styles only (HTML sanitizers drop ``<style>``); the live widget hides it while rendered.
+        """
+        run = self.run
+        rows = []
+        if run is not None:
+            self._collect_secrets(run)
+            for path, rec in run.walk():
+                if rec.status is NodeStatus.SUCCEEDED and rec.output is not MISSING:
+                    what = (
+                        esc(describe(rec.output))
+                        + " "
+                        + short_value(path.rpartition(".")[2], rec.output, self._redact, 120)
+                    )
+                elif rec.error is not None:
+                    what = f'<span style="color:#c92a2a">{esc(self._redact(f"{rec.error_type}: {rec.error}")[:300])}</span>'
+                else:
+                    what = esc(self._redact(rec.skip_reason or ""))
+                took = "" if rec.duration is None else f"{rec.duration:.3f}s"
+                rows.append(
+                    f'<tr><td style="padding:1px 8px">{chip(rec.status.value)}</td><td style="padding:1px 8px"><b>'
+                    f'{esc(path)}</b></td><td style="padding:1px 8px">{took}</td><td style="padding:1px 8px">{what}</td></tr>'
+                )
+        table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
+        picture = self.graph_html()
+        if picture.startswith("<svg"):
+            # An <img> of the SVG: notebook viewers sanitise inline <svg> away, a data: image passes.
+            data = base64.b64encode(picture.encode("utf-8")).decode("ascii")
+            picture = (
+                f'<img class="nbflow-snap-graph" alt="graph of flow {esc(self._flow_name)}" '
+                f'src="data:image/svg+xml;base64,{data}" style="max-width:100%"/>'
+            )
+        return (
+            f'<div class="nbflow-snap nbflow-snap-{self.snapshot_id}" style="font-family:sans-serif;font-size:13px">'
+            f"{self.header}{self.problems}"
+            f'<div style="max-height:600px;overflow:auto">{picture}</div>{table}</div>'
+        )
+
+    def _snapshot_bundle(self) -> dict[str, Any]:
+        n = len(self._graph.nodes)
+        return {
+            "text/html": self.snapshot_html(),
+            # stable (the state changes by an update nbval does not follow): the HTML says the state
+            "text/plain": f"<nbflow run snapshot: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}>",
+        }
+
+
+def _look_state(look: NodeLook) -> list[str]:
+    state = look.status.value if look.status is not None else "none"
+    label = state + look.note if look.status is not None else "not in run"
+    return [state, label, look.tooltip]
+
+
+def _unlook(path: str, value: list[str]) -> NodeLook:
+    state, label, tip = value
+    status = NodeStatus(state) if state != "none" else None
+    note = label[len(state) :] if status is not None else ""
+    return NodeLook(status, tip, False, note)
+
+
+def _not_taken(reason: str) -> bool:
+    """A skip that is a normal outcome: a router chose another branch."""
+    return "not taken" in reason
+
+
+def _without_message(traceback: str, message: str) -> str:
+    """The traceback without its final 'Type: message' lines (the inspector shows the message above it)."""
+    text = traceback.rstrip("\n")
+    if text.endswith(message):
+        return text[: -len(message)].rstrip("\n")
+    return text
 
 
 def _elapsed(seconds: float) -> str:

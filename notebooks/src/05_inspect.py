@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Inspecting a run: the live view
 #
-# In a notebook, `flow.run(...)`, `await flow.arun(...)` and `flow.start(...)` display a live view of the run: a header (status, time, counts by state), the graph coloured by state as events arrive, the errors at the top, and a node inspector (pick a node in the selector, or click it in the graph) with its output, error and traceback, attempts and inputs. See `docs/widgets.md`.
+# In a notebook, `flow.run(...)`, `await flow.arun(...)` and `flow.start(...)` display a live view of the run: a header (status, time, counts by state), the graph coloured by state as events arrive, the errors at the top, the graph on the left (zoom, pan, search) and the node inspector on the right (click a node, or pick it in the selector) with its output, error and traceback, attempts and inputs. See `docs/widgets.md`.
 
 # %%
 import pandas as pd
@@ -77,7 +77,7 @@ print(run.nodes["email"].skip_reason)
 # %%
 # NBVAL_CHECK_OUTPUT
 print(view.selected)
-print("sk-demo-123456" in view.inspector.value, "••••••" in RunView(run).inspector.value)
+print("sk-demo-123456" in view.inspector, "••••••" in RunView(run).inspector)
 
 # %% [markdown]
 # Turn the live view off for one run with `show=False`, or for every run with `nf.config.show = False`. A background run (`flow.start`) gets a Cancel button.

@@ -20,6 +20,8 @@ def output_text(cell: Any) -> str:
             parts.append(f"!{out['ename']}: {out['evalue']}\n")
         elif "application/vnd.jupyter.widget-view+json" in out.get("data", {}):
             continue  # a widget (the live run view): not text output
+        elif 'class="nbflow-snap' in out.get("data", {}).get("text/html", ""):
+            continue  # the run view's static snapshot (for saved notebooks): not text output
         elif "text/plain" in out.get("data", {}):
             parts.append(out["data"]["text/plain"] + "\n")
     return "".join(parts)

@@ -33,3 +33,8 @@ def updates(log: list[tuple[str, str, dict[str, Any] | None]], comm_id: str) -> 
 def frontend_sets(widget: Any, **state: Any) -> None:
     """Simulate the browser changing ``state`` (as a click or a selection does)."""
     widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+def frontend_sends(widget: Any, **content: Any) -> None:
+    """Simulate the browser's ``model.send(content)`` (a custom message: how the run view reports clicks)."""
+    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})

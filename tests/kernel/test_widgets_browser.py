@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -287,3 +288,336 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
         finally:
             browser.close()
     assert shots[0].stat().st_size > 10_000 and question_shots[0].stat().st_size > 5_000
+
+
+# --- every click is handled: during `await flow.arun`, during `flow.start`, after a blocking `flow.run` ---
+CLICK_PRELUDE = '''import asyncio
+import os
+
+import nbflow as nf
+
+
+async def released(name: str) -> None:
+    """Wait until the test creates the file ``name`` (so a run lasts exactly as long as the test needs)."""
+    while not os.path.exists(name):
+        await asyncio.sleep(0.05)
+
+
+def clicks_flow(title: str, gate: str | None) -> nf.Flow:
+    flow = nf.Flow(title)
+
+    @flow.node
+    async def first() -> dict:
+        return {"rows": 1, "flow": title}
+
+    @flow.router(branches=["fast", "slow"])
+    def route(first: dict) -> str:
+        return "fast"
+
+    @flow.node(branch="route.fast")
+    async def second(first: dict) -> str:
+        return f"second-output of {title}"
+
+    @flow.node(branch="route.slow")
+    async def other(first: dict) -> str:
+        return "never"
+
+    @flow.node
+    async def third(second: str) -> str:
+        return f"third-output of {title}"
+
+    @flow.node
+    async def last(third: str) -> str:
+        if gate is not None:
+            await released(gate)
+        return f"last-output of {title}"
+
+    return flow'''
+
+CLICK_CELLS = [
+    CLICK_PRELUDE,
+    "awaited = await clicks_flow('awaited', 'release-awaited').arun()",
+    "handle = clicks_flow('started', 'release-started').start()",
+    "blocking = clicks_flow('blocking', None).run()",
+    """review_flow = nf.Flow("review")
+
+
+@review_flow.node
+async def draft() -> dict:
+    return {"title": "Q3 report", "words": 1200}
+
+
+@review_flow.node
+async def review(draft: dict) -> str:
+    return await nf.ask("Publish this draft?", options=["approve", "reject"], data=draft)
+
+
+@review_flow.node
+def publish(review: str) -> str:
+    return f"published ({review})"
+
+
+paused = await review_flow.arun()""",
+]
+
+
+def _shot_folders() -> list[Path]:
+    """tests/artifacts/, and docs/img/ with NBFLOW_UPDATE_DOCS=1 (the docs' pictures)."""
+    folders = [ROOT / "tests" / "artifacts"]
+    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
+        folders.append(ROOT / "docs" / "img")
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def _rgb(css: str) -> tuple[float, float, float]:
+    """'rgb(1, 2, 3)' or 'rgba(1, 2, 3, 0.5)' -> (1, 2, 3)."""
+    r, g, b = (float(x) for x in re.findall(r"[\d.]+", css)[:3])
+    return r, g, b
+
+
+def _contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """The WCAG contrast ratio of two colours (1 to 21; 4.5 is readable text)."""
+
+    def lum(c: tuple[float, float, float]) -> float:
+        ch = [v / 255 for v in c]
+        ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _open_notebook(page: Any, base: str, token: str, name: str) -> None:
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(
+        """() => { const a = window.jupyterapp; if (!a) return false;
+        const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
+          && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
+        timeout=90_000,
+    )
+
+
+def _three_clicks_and_a_pick(view: Any, title: str) -> None:
+    """Click three nodes and pick one in the selector; each must be answered by the kernel (the inspector)."""
+    from playwright.sync_api import expect
+
+    wait = {"timeout": 30_000}
+    inspector = view.locator(".nbflow-rv-inspector")
+    view.locator("svg g#node-first").click()
+    expect(inspector).to_contain_text('"flow": "' + title + '"', **wait)
+    view.locator("svg g#node-second").click()
+    expect(inspector).to_contain_text(f"second-output of {title}", **wait)
+    view.locator("svg g#node-third").click()
+    expect(inspector).to_contain_text(f"third-output of {title}", **wait)
+    view.locator("select.nbflow-rv-select").select_option(value="first")
+    expect(inspector).to_contain_text('"rows": 1', **wait)
+    expect(inspector.locator("h4")).to_contain_text("first", **wait)
+
+
+@pytest.mark.browser
+def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, work = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CLICK_CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, work / "clicks.ipynb")
+    wait = {"timeout": 30_000}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            _open_notebook(page, base, token, "clicks.ipynb")
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            views = page.locator(".nbflow-runview")
+
+            # 1. during `await flow.arun(...)`: the cell is still running (its last node waits for a file)
+            awaited = views.nth(0)
+            expect(awaited.locator("svg g#node-last")).to_have_class(_cls("running"), timeout=90_000)
+            _three_clicks_and_a_pick(awaited, "awaited")
+            expect(awaited.locator("svg g#node-last")).to_have_class(_cls("running"))  # still awaiting
+            (work / "release-awaited").touch()
+            expect(awaited.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            # ... and after it ended
+            _three_clicks_and_a_pick(awaited, "awaited")
+            # a branch not taken is not a problem
+            expect(awaited.locator("svg g#node-other")).to_have_class(_cls("skipped"), **wait)
+            expect(awaited.locator(".nbflow-rv-problems")).not_to_contain_text("other")
+
+            # 2. during `flow.start(...)` (a background run) and after it
+            started = views.nth(1)
+            expect(started.locator("svg g#node-last")).to_have_class(_cls("running"), **wait)
+            _three_clicks_and_a_pick(started, "started")
+            (work / "release-started").touch()
+            expect(started.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            _three_clicks_and_a_pick(started, "started")
+
+            # 3. after a blocking `flow.run(...)`
+            blocking = views.nth(2)
+            expect(blocking.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            _three_clicks_and_a_pick(blocking, "blocking")
+
+            # 4. a question answered with a comment: the answer is kept in the node's history
+            asked = views.nth(3)
+            expect(asked.locator(".nbflow-badge-paused")).to_be_visible(**wait)
+            card = asked.locator(".nbflow-rv-question")
+            expect(card).to_contain_text("Publish this draft?", **wait)
+            expect(card.locator(".nbflow-rv-qdata")).to_contain_text('"title": "Q3 report"', **wait)  # data, rendered
+            expect(card.locator("button.nbflow-rv-primary")).to_have_text("approve")  # one primary button
+            card.locator("textarea").fill("looks good, ship it")
+            card.locator("button", has_text="approve").click()
+            expect(asked.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            asked.locator("svg g#node-review").click()
+            inspector = asked.locator(".nbflow-rv-inspector")
+            expect(inspector).to_contain_text("answered 'approve' by the button", **wait)
+            expect(inspector).to_contain_text("comment: looks good, ship it", **wait)
+            # resumed, not retried: no "×2" on the node
+            expect(asked.locator("svg g#node-review text").last).to_have_text("succeeded", **wait)
+
+            # 5. the dark theme: edge labels and node labels contrast with what is behind them
+            page.evaluate(
+                "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+            )
+            page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+            time.sleep(1.0)  # the theme's stylesheet applies
+            graph = awaited.locator(".nbflow-rv-graph")
+            background = _rgb(graph.evaluate("e => getComputedStyle(e).backgroundColor"))
+            edge_label = _rgb(awaited.locator("svg g.edge text").first.evaluate("e => getComputedStyle(e).fill"))
+            assert _contrast(edge_label, background) >= 4.5, (edge_label, background)
+            node = awaited.locator("svg g#node-first")
+            node_fill = _rgb(node.locator("path").first.evaluate("e => getComputedStyle(e).fill"))
+            node_text = _rgb(node.locator("text").first.evaluate("e => getComputedStyle(e).fill"))
+            assert _contrast(node_text, node_fill) >= 4.5, (node_text, node_fill)
+            awaited.scroll_into_view_if_needed()
+            for folder in _shot_folders():
+                awaited.screenshot(path=str(folder / "run_widget_dark.png"))
+
+            # 6. first paint of a warm run: from executing the cell to its view showing the final graph
+            page.evaluate(
+                """() => { const nb = window.jupyterapp.shell.currentWidget.content;
+                nb.activeCellIndex = nb.widgets.length - 1;
+                window.jupyterapp.commands.execute('notebook:insert-cell-below');
+                nb.activeCell.model.sharedModel.setSource("again = clicks_flow('warm', None).run()"); }"""
+            )
+            count = views.count()
+            page.evaluate(
+                """() => { window.__nbflowT0 = performance.now();
+                window.jupyterapp.commands.execute('notebook:run-cell'); }"""
+            )
+            page.wait_for_function(
+                """n => { const v = document.querySelectorAll('.nbflow-runview');
+                if (v.length <= n) return false;
+                const g = v[v.length - 1].querySelector('svg g#node-last');
+                if (!g || !g.classList.contains('nbflow-succeeded')) return false;
+                window.__nbflowPaint = performance.now() - window.__nbflowT0; return true; }""",
+                arg=count,
+                timeout=30_000,
+            )
+            paint_ms = page.evaluate("() => window.__nbflowPaint")
+            print(f"first paint of a warm run (execute -> final graph drawn): {paint_ms:.0f} ms")
+            (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
+            (ROOT / "tests" / "artifacts" / "first_paint_ms.txt").write_text(f"{paint_ms:.0f}\n")
+            assert paint_ms < 1500, paint_ms  # the goal is 150 ms on an idle machine; see docs/widgets.md
+        finally:
+            browser.close()
+
+
+# --- a saved notebook shows the run without a kernel: nbconvert --to html, and reopening it ------------------
+def _executed_quickstart(folder: Path) -> Path:
+    """notebooks/01_quickstart.ipynb executed by nbconvert in a real kernel (as a user saving it would)."""
+    src = ROOT / "notebooks" / "01_quickstart.ipynb"
+    shutil.copy(src, folder / "quickstart.ipynb")
+    if (ROOT / "notebooks" / "data").exists():
+        shutil.copytree(ROOT / "notebooks" / "data", folder / "data", dirs_exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output",
+            "saved.ipynb",
+            "--ExecutePreprocessor.timeout=300",
+            "quickstart.ipynb",
+        ],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "nbconvert", "--to", "html", "saved.ipynb"],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return folder / "saved.ipynb"
+
+
+def _has_colour(locator: Any, rgb: tuple[int, int, int], at_least: int = 200) -> bool:
+    """Whether a screenshot of ``locator`` has at least ``at_least`` pixels of colour ``rgb`` (+-3)."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(locator.screenshot())).convert("RGB")
+    near = sum(1 for px in image.get_flattened_data() if all(abs(a - b) <= 3 for a, b in zip(px, rgb, strict=True)))
+    return near >= at_least
+
+
+@pytest.mark.browser
+def test_a_saved_notebook_shows_the_run_without_a_kernel(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, work = lab
+    saved = _executed_quickstart(work)
+    nb = nbformat.read(saved, as_version=4)
+    # the run's cell carries the snapshot (final state) next to the widget
+    run_cell = next(c for c in nb.cells if c.cell_type == "code" and "await flow.arun" in c.source)
+    htmls = [o["data"]["text/html"] for o in run_cell.outputs if "text/html" in o.get("data", {})]
+    assert htmls and "SUCCEEDED" in htmls[0] and 'class="nbflow-snap' in htmls[0]
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in run_cell.outputs)
+    page_html = (work / "saved.html").read_text()
+    assert "nbflow-snap" in page_html and "data:image/svg+xml;base64," in page_html
+
+    wait = {"timeout": 30_000}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            # 1. nbconvert --to html, opened offline: the coloured graph and the outputs summary are there
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto((work / "saved.html").as_uri())
+            snap = page.locator(".nbflow-snap").first
+            expect(snap).to_be_visible(**wait)
+            expect(snap).to_contain_text("SUCCEEDED")
+            expect(snap.locator("table")).to_contain_text("retrieve")
+            assert _has_colour(snap.locator("img.nbflow-snap-graph"), (211, 249, 216))  # succeeded nodes drawn
+            snap.scroll_into_view_if_needed()
+            snap.screenshot(path=str(ROOT / "tests" / "artifacts" / "nbconvert_snapshot.png"))
+            page.close()
+
+            # 2. reopened in JupyterLab with no kernel state (no widget models): the snapshot is shown
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto(f"{base}/lab/tree/saved.ipynb?reset&token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            snap = page.locator(".jp-Notebook .nbflow-snap").first
+            expect(snap).to_be_visible(**wait)
+            expect(snap).to_contain_text("SUCCEEDED")
+            graph = snap.locator("img.nbflow-snap-graph")
+            expect(graph).to_be_visible()
+            graph.scroll_into_view_if_needed()
+            assert _has_colour(graph, (211, 249, 216))  # coloured by the final state (succeeded)
+            page.close()
+        finally:
+            browser.close()

@@ -116,3 +116,32 @@ def test_a_batch_outside_a_kernel_does_not_import_ipywidgets():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert "x: 1/1 done" in out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_displayed_line_is_updated_when_the_batch_ends(monkeypatch):
+    """A saved notebook shows the final line, not the one of the first display (issue 18: frozen at 0/630)."""
+    import IPython.display
+
+    from nbflow.widgets.batch_progress import BatchProgressWidget
+    from tests.helpers import widget_comm
+
+    widget_comm.install(monkeypatch)
+    shown = []
+
+    class Handle:
+        def update(self, obj):
+            shown.append(obj._repr_mimebundle_()["text/plain"])
+
+    def display(obj, display_id=None):
+        shown.append(obj._repr_mimebundle_()["text/plain"])
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    clock = Clock()
+    s = state(clock)
+    w = BatchProgressWidget(s)
+    s.succeeded = 200
+    s.finished_at = clock.now + 1
+    w.close(s)
+    assert shown[0].startswith("<batch progress: qa: 0/200")
+    assert shown[-1].startswith("<batch progress: qa: 200/200")

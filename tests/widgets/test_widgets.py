@@ -17,7 +17,7 @@ import nbflow as nf
 from nbflow._show.draw import STATE_COLORS
 from nbflow.widgets import RunView
 from tests.helpers import widget_comm
-from tests.helpers.widget_comm import frontend_sets, updates
+from tests.helpers.widget_comm import frontend_sends, frontend_sets, updates
 
 pytestmark = pytest.mark.anyio
 
@@ -27,6 +27,15 @@ _NODE = re.compile(r'<g id="node-([\w.]+)" class="node nbflow-node nbflow-(\w+)[
 def states(html: str) -> dict[str, tuple[str, str]]:
     """node -> (state class, fill colour) as drawn in the SVG."""
     return {m.group(1): (m.group(2), m.group(3)) for m in _NODE.finditer(html)}
+
+
+def snapshot_svg(html: str) -> str:
+    """The SVG inside a snapshot's graph image (a base64 ``data:`` URL)."""
+    import base64
+
+    found = re.search(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", html)
+    assert found is not None, html[:300]
+    return base64.b64decode(found.group(1)).decode("utf-8")
 
 
 class FakeTime:
@@ -93,41 +102,46 @@ async def test_colours_follow_events_and_reach_the_front_end(comm_log: list[Any]
     view = RunView(handle, interval=0)
     for _ in range(20):
         await anyio.sleep(0)
-    assert states(view.graph.value)["a"] == ("running", STATE_COLORS[nf.NodeStatus.RUNNING][0])
-    assert states(view.graph.value)["b"][0] == "pending"
+    assert states(view.graph_html())["a"] == ("running", STATE_COLORS[nf.NodeStatus.RUNNING][0])
+    assert states(view.graph_html())["b"][0] == "pending"
     gate.set()
     run = await handle
     assert run.status is nf.RunStatus.FAILED
-    drawn = states(view.graph.value)
+    drawn = states(view.graph_html())
     assert drawn["a"] == ("succeeded", STATE_COLORS[nf.NodeStatus.SUCCEEDED][0])
     assert drawn["b"] == ("failed", STATE_COLORS[nf.NodeStatus.FAILED][0])
     assert drawn["c"] == ("skipped", STATE_COLORS[nf.NodeStatus.SKIPPED][0])
     # the same picture was sent to the front end
-    sent = [u["value"] for u in updates(comm_log, view.graph.comm.comm_id) if "value" in u]
-    assert states(sent[-1]) == drawn
-    assert any(states(v).get("a", ("",))[0] == "running" for v in sent)
-    assert "FAILED" in view.header.value and "1 failed" in view.header.value
-    assert "ValueError: bad" in view.problems.value
-    assert "upstream &#x27;b&#x27; failed" in view.problems.value  # skipped nodes say why
+    sent = [u["nodes"] for u in updates(comm_log, view.comm.comm_id) if "nodes" in u]
+    assert {name: v[0] for name, v in sent[-1].items()} == {name: v[0] for name, v in drawn.items()}
+    assert any(v.get("a", ("",))[0] == "running" for v in sent)
+    # the SVG was sent once (laid out once), never redrawn
+    assert sum(1 for cid, t, d in comm_log if cid == view.comm.comm_id and d and d.get("state", {}).get("svg")) == 1
+    assert "FAILED" in view.header and "1 failed" in view.header
+    # the failure is listed once at the top (its type; the message is in the inspector, shown once)
+    assert 'data-node="b"' in view.problems and "ValueError" in view.problems
+    assert "upstream &#x27;b&#x27; failed" in view.problems  # skipped nodes say why
+    assert view.inspector.count("ValueError: bad") == 1  # the message once: not again at the traceback's end
 
 
 async def test_inspector_shows_outputs_richly_and_the_traceback(comm_log: list[Any]) -> None:
     run = failing_flow().run(n=4, show=False)
     view = RunView(run)
     assert view.selected == "report"  # the first failure is shown without asking
-    text = view.inspector.value
+    text = view.inspector
     assert "Traceback (most recent call last)" in text
     assert "in report" in text and "ValueError: cannot report 4 rows" in text
-    assert "attempts" in text and "stats" in text  # inputs listed
+    assert "inputs" in text and "stats" in text  # inputs listed
+    assert "attempts" not in text  # one attempt: no attempts table
     view.select("table")
-    assert "<table" in view.inspector.value and "square" in view.inspector.value
-    assert "DataFrame 4×2" in view.inspector.value
+    assert "<table" in view.inspector and "square" in view.inspector
+    assert "DataFrame 4×2" in view.inspector
     view.select("stats")
-    assert "&quot;total&quot;: 14" in view.inspector.value  # pretty JSON
+    assert "&quot;total&quot;: 14" in view.inspector  # pretty JSON
     view.select("publish")
-    assert "skipped" in view.inspector.value and "upstream" in view.inspector.value
-    assert view.selector.value == "publish"
-    assert [label for label, _ in view.selector.options] == [
+    assert "skipped" in view.inspector and "upstream" in view.inspector
+    assert view.selected == "publish"
+    assert [label for label, _ in view.options] == [
         "✓ table — succeeded",
         "✓ stats — succeeded",
         "✗ report — failed",
@@ -165,23 +179,24 @@ async def test_inspector_renders_models_long_text_and_images(comm_log: list[Any]
 
     view = RunView(flow.run(show=False))
     view.select("model")
-    assert "&quot;score&quot;: 0.5" in view.inspector.value
+    assert "&quot;score&quot;: 0.5" in view.inspector
     view.select("long_text")
-    assert 'class="nbflow-scroll"' in view.inspector.value and "str, 25,000 chars" in view.inspector.value
+    assert 'class="nbflow-scroll"' in view.inspector and "str, 25,000 chars" in view.inspector
     view.select("figure")
-    assert '<img src="data:image/png;base64,' in view.inspector.value
+    assert '<img src="data:image/png;base64,' in view.inspector
 
 
 async def test_clicking_a_node_in_the_graph_selects_it(comm_log: list[Any]) -> None:
     view = RunView(failing_flow().run(n=2, show=False))
-    assert "nbflow-pick" in view._pick._dom_classes and "onclick=" in view.graph.value
-    frontend_sets(view._pick, value="stats|1700000000")  # what the SVG's click handler writes
-    assert view.selected == "stats" and view.selector.value == "stats"
-    assert "&quot;rows&quot;: 2" in view.inspector.value
-    assert "nbflow-selected" in re.search(r'<g id="node-stats" class="([^"]*)"', view.graph.value).group(1)
-    frontend_sets(view.selector, index=0)  # picking in the dropdown
+    frontend_sends(view, kind="select", node="stats")  # what the SVG's click handler sends
+    assert view.selected == "stats"
+    assert "&quot;rows&quot;: 2" in view.inspector
+    assert "nbflow-selected" in re.search(r'<g id="node-stats" class="([^"]*)"', view.graph_html()).group(1)
+    frontend_sends(view, kind="select", node="table", how="selector")  # picking in the selector
     assert view.selected == "table"
-    frontend_sets(view._pick, value="no_such_node|1")  # ignored
+    frontend_sets(view, selected="stats")  # a state change from the browser is not how picks travel: ignored
+    assert "DataFrame 2×2" in view.inspector
+    frontend_sends(view, kind="select", node="no_such_node")  # ignored
     assert view.selected == "table"
 
 
@@ -196,7 +211,7 @@ async def test_redraws_are_throttled(comm_log: list[Any]) -> None:
     assert view.redraws == 1  # only the final one, on RunFinished (the first is deferred by one interval)
     trailing = [cb for _, cb in t.scheduled if getattr(cb, "__name__", "") == "_trailing"]
     assert len(trailing) == 1  # one trailing redraw was scheduled, not one per event
-    assert "50 succeeded" in view.header.value
+    assert "50 succeeded" in view.header
 
 
 def test_throttle_draws_at_most_once_per_interval() -> None:
@@ -237,21 +252,21 @@ async def test_cancel_button_cancels_a_background_run(comm_log: list[Any]) -> No
 
     handle = flow.start(show=False)
     view = RunView(handle, interval=0)
-    assert view.cancel_button.layout.display != "none"
+    assert view.cancellable
     for _ in range(500):
         await anyio.sleep(0.001)
         if handle.run.nodes["slow"].status is nf.NodeStatus.RUNNING:
             break
-    view.cancel_button.click()
-    assert view.cancel_button.disabled and view.cancel_button.description == "Cancelling…"
+    frontend_sends(view, kind="cancel")  # the Cancel button
+    assert view.cancelling
     run = await handle
     assert run.status is nf.RunStatus.CANCELLED
     assert run["fast"] == 1  # finished outputs kept
-    assert view.cancel_button.layout.display == "none"
-    assert states(view.graph.value)["slow"][0] == "cancelled"
-    assert "CANCELLED" in view.header.value
+    assert not view.cancellable
+    assert states(view.graph_html())["slow"][0] == "cancelled"
+    assert "CANCELLED" in view.header
     # a finished run or a foreground run has no Cancel button
-    assert RunView(run).cancel_button.layout.display == "none"
+    assert not RunView(run).cancellable
 
 
 async def test_secrets_are_never_sent_to_the_front_end(comm_log: list[Any]) -> None:
@@ -270,29 +285,42 @@ async def test_secrets_are_never_sent_to_the_front_end(comm_log: list[Any]) -> N
     )
     view = RunView(run)
     view.select("call")
-    inspected = view.inspector.value
+    inspected = view.inspector
     assert "••••••" in inspected and "77" in inspected  # max_tokens is not a secret
     view.select("fail")
     everything = json.dumps(comm_log)
     for secret in ("sk-live-1234", "tok-9999", "hunter22"):
         assert secret not in everything
-    assert "login failed with ••••••" in view.inspector.value
+    assert "login failed with ••••••" in view.inspector
+    # nor to a saved notebook: the static snapshot (its table, and the graph image's tooltips)
+    import base64
+
+    fresh = RunView(run)  # a view whose inspector never looked at the nodes
+    snapshot = fresh.snapshot_html()
+    image = re.search(r"base64,([A-Za-z0-9+/=]+)", snapshot)
+    assert image is not None
+    svg = base64.b64decode(image.group(1)).decode("utf-8")
+    assert "login failed with" in svg  # the tooltip is there ...
+    for secret in ("sk-live-1234", "tok-9999", "hunter22"):
+        assert secret not in snapshot and secret not in svg  # ... redacted
+    frontend_sends(fresh, kind="timeline")
+    assert "hunter22" not in json.dumps(comm_log)
 
 
 def test_without_dot_the_graph_is_a_table(monkeypatch: pytest.MonkeyPatch, comm_log: list[Any]) -> None:
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda cmd, *a, **k: None if cmd == "dot" else real_which(cmd, *a, **k))
     view = RunView(failing_flow().run(n=3, show=False))
-    assert "<svg" not in view.graph.value and "<table" in view.graph.value
+    assert "<svg" not in view.graph_html() and "<table" in view.graph_html()
     rows = dict(
         re.findall(
             r'<tr class="nbflow-node" id="node-(\w+)"[^>]*><td><span class="nbflow-chip nbflow-chip-(\w+)',
-            view.graph.value,
+            view.graph_html(),
         )
     )
     assert rows == {"table": "succeeded", "stats": "succeeded", "report": "failed", "publish": "skipped"}
-    assert "cannot report 3 rows" in view.graph.value
-    frontend_sets(view._pick, value="stats|1")  # rows are clickable too
+    assert "cannot report 3 rows" in view.graph_html()
+    frontend_sends(view, kind="select", node="stats")  # rows are clickable too
     assert view.selected == "stats"
 
 
@@ -306,10 +334,10 @@ def test_big_graphs_are_tables_with_the_problems_first(comm_log: list[Any]) -> N
         raise KeyError("x")
 
     view = RunView(flow.run(show=False))
-    assert "<svg" not in view.graph.value
-    first = re.search(r'id="node-(\w+)"', view.graph.value).group(1)
+    assert "<svg" not in view.graph_html()
+    first = re.search(r'id="node-(\w+)"', view.graph_html()).group(1)
     assert first == "broken"
-    assert "more nodes" in view.graph.value and len(view.selector.options) == 201
+    assert "more nodes" in view.graph_html() and len(view.options) == 201
 
 
 def test_outside_a_kernel_nothing_imports_ipywidgets() -> None:
@@ -334,10 +362,26 @@ class FakeKernel:
         import nbflow._notebook
 
         self.shown: list[Any] = []
+        self.snapshots: list[Any] = []
         self.count = 1
         monkeypatch.setattr(nbflow._notebook, "in_kernel", lambda: True)
         monkeypatch.setattr(nbflow._notebook, "_execution_count", lambda: self.count)
-        monkeypatch.setattr(IPython.display, "display", lambda obj: self.shown.append(obj))
+        monkeypatch.setattr(IPython.display, "display", self.display)
+
+    def display(self, obj: Any, raw: bool = False, display_id: Any = None) -> Any:
+        if raw:  # the static snapshot shown beside the widget
+            self.snapshots.append(obj)
+            return _Handle(self.snapshots)
+        self.shown.append(obj)
+        return None
+
+
+class _Handle:
+    def __init__(self, snapshots: list[Any]) -> None:
+        self.snapshots = snapshots
+
+    def update(self, obj: Any, raw: bool = False) -> None:
+        self.snapshots.append(obj)
 
 
 @pytest.fixture
@@ -350,7 +394,11 @@ async def test_runs_show_the_live_view_in_a_kernel(kernel: FakeKernel) -> None:
     run = flow.run(n=2)  # a loop is running: this is the worker-thread path of a notebook cell
     (view,) = kernel.shown
     assert isinstance(view, RunView) and view.run is run
-    assert states(view.graph.value)["report"][0] == "failed"  # the final redraw came from the worker thread
+    assert states(view.graph_html())["report"][0] == "failed"  # the final redraw came from the worker thread
+    # the static snapshot beside the widget was updated to the final state (what a saved notebook shows)
+    final = kernel.snapshots[-1]
+    assert "FAILED" in final["text/html"] and states(snapshot_svg(final["text/html"]))["report"][0] == "failed"
+    assert final["text/plain"] == "<nbflow run snapshot: flow 'inspect', 4 nodes>"
     assert run._repr_mimebundle_() == {"text/plain": repr(run)}  # not drawn twice in the same cell
     kernel.count += 1
     bundle = run._repr_mimebundle_()
@@ -359,7 +407,8 @@ async def test_runs_show_the_live_view_in_a_kernel(kernel: FakeKernel) -> None:
     await flow.arun(n=2)
     handle = flow.start(n=2)
     await handle
-    assert len(kernel.shown) == 3 and kernel.shown[2].handle is handle
+    assert len(kernel.shown) == 3 and kernel.shown[2].run is handle.run
+    assert kernel.shown[2].handle is None  # a final run's view lets its handle go
     assert "application/vnd.jupyter.widget-view+json" in (await_bundle := handle._repr_mimebundle_()) or await_bundle
 
 
@@ -405,10 +454,10 @@ async def test_huge_or_broken_outputs_do_not_break_the_view(comm_log: list[Any])
 
     view = RunView(flow.run(show=False))
     view.select("big")
-    assert "99,800 more items not shown" in view.inspector.value and "list, 100,000 items" in view.inspector.value
+    assert "99,800 more items not shown" in view.inspector and "list, 100,000 items" in view.inspector
     view.select("broken")
-    assert "cannot show node broken: RuntimeError: no repr" in view.inspector.value
-    assert "FAILED" not in view.header.value
+    assert "cannot show node broken: RuntimeError: no repr" in view.inspector
+    assert "FAILED" not in view.header
 
 
 async def test_sub_flow_nodes_are_drawn_selectable_and_inspectable(comm_log: list[Any]) -> None:
@@ -431,14 +480,14 @@ async def test_sub_flow_nodes_are_drawn_selectable_and_inspectable(comm_log: lis
     parent.add(inner, name="summ", inputs={"text": "doc"}, output="summary")
     view = RunView(parent.run(show=False))
     assert view.selected == "summ.summary"  # the innermost failure, with the real traceback
-    drawn = states(view.graph.value)
+    drawn = states(view.graph_html())
     assert drawn["summ.clean"][0] == "succeeded" and drawn["summ.summary"][0] == "failed"
     assert drawn["summ"][0] == "failed"
-    assert "summ.summary" in [value for _, value in view.selector.options]
-    frontend_sets(view._pick, value="summ.clean|1")
-    assert view.selected == "summ.clean" and "hello" in view.inspector.value
+    assert "summ.summary" in [value for _, value in view.options]
+    frontend_sends(view, kind="select", node="summ.clean")
+    assert view.selected == "summ.clean" and "hello" in view.inspector
     view.select("summ.summary")
-    assert "too short" in view.inspector.value and "Traceback" in view.inspector.value
+    assert "too short" in view.inspector and "Traceback" in view.inspector
 
 
 async def test_map_items_and_loop_iterations_are_listed(comm_log: list[Any]) -> None:
@@ -464,11 +513,11 @@ async def test_map_items_and_loop_iterations_are_listed(comm_log: list[Any]) -> 
 
     view = RunView(flow.run(show=False))
     view.select("lengths")
-    text = view.inspector.value
+    text = view.inspector
     assert "<b>items</b> (4, 1 failed)" in text
     assert "ValueError: exploded item" in text and "traceback of item 2" in text
     view.select("refine")
-    assert "<b>iterations</b> (3, 0 failed)" in view.inspector.value
+    assert "<b>iterations</b> (3, 0 failed)" in view.inspector
 
 
 async def test_a_view_opened_mid_run_draws_at_once_and_ticks(comm_log: list[Any]) -> None:
@@ -485,7 +534,7 @@ async def test_a_view_opened_mid_run_draws_at_once_and_ticks(comm_log: list[Any]
         await anyio.sleep(0)
     t = FakeTime()
     view = RunView(handle, clock=t.clock, later=t.later)
-    assert states(view.graph.value)["slow"][0] == "running"  # no waiting for the next event
+    assert states(view.graph_html())["slow"][0] == "running"  # no waiting for the next event
     assert [cb.__name__ for _, cb in t.scheduled] == ["_tick"]
     t.scheduled.pop()[1]()  # a second later: the header is refreshed and the next tick scheduled
     assert [cb.__name__ for _, cb in t.scheduled] == ["_tick"]
@@ -495,7 +544,7 @@ async def test_a_view_opened_mid_run_draws_at_once_and_ticks(comm_log: list[Any]
     for _, cb in due:
         cb()
     assert t.scheduled == []  # the run is over: the ticking stops
-    assert "SUCCEEDED" in view.header.value
+    assert "SUCCEEDED" in view.header
 
 
 def test_config_refuses_bad_values() -> None:
@@ -526,17 +575,19 @@ async def test_a_paused_run_shows_its_question_and_the_answer_buttons_resume_it(
     run = await flow.arun(topic="bees", show=False)
     assert run.status is nf.RunStatus.PAUSED
     view = RunView(run)
-    assert "PAUSED" in view.header.value
-    (box,) = view.questions.children
-    assert "Publish this draft?" in box.children[0].value and "Why bees matter" in box.children[0].value
-    approve, reject = box.children[1].children
-    assert (approve.description, reject.description) == ("approve", "reject")
-    approve.click()
-    assert approve.disabled and reject.disabled
+    assert "PAUSED" in view.header
+    (card,) = view.questions
+    assert card["prompt"] == "Publish this draft?" and "Why bees matter" in card["data"]
+    assert card["options"] == ["approve", "reject"] and view.selected == "review"
+    frontend_sends(view, kind="answer", key=card["key"], value="approve", comment="fine by me", how="the button")
+    assert "resuming" in view.answer_status[card["key"]]
     await view._answer_task
     assert run.status is nf.RunStatus.SUCCEEDED and run["publish"] == "approve: Why bees matter"
-    assert "SUCCEEDED" in view.header.value and view.questions.children == ()
-    assert states(view.graph.value)["publish"][0] == "succeeded"
+    assert "SUCCEEDED" in view.header and view.questions == [] and view.answer_status == {}
+    view.select("review")  # the answered question stays in the node's history; a resume is not a retry
+    assert "answered &#x27;approve&#x27; by the button" in view.inspector and "comment: fine by me" in view.inspector
+    assert "attempts" not in view.inspector and view.nodes["review"][1] == "succeeded"
+    assert states(view.graph_html())["publish"][0] == "succeeded"
 
 
 async def test_a_free_text_question_reports_a_bad_answer_and_allows_another(comm_log: list[Any]) -> None:
@@ -548,13 +599,13 @@ async def test_a_free_text_question_reports_a_bad_answer_and_allows_another(comm
 
     run = await flow.arun(show=False)
     view = RunView(run)
-    (box,) = view.questions.children
-    text, send = box.children[1].children
-    text.value = "many"
-    send.click()
+    (card,) = view.questions
+    assert card["options"] == []  # a text box
+    frontend_sends(view, kind="answer", key=card["key"], value="many", comment="", how="typing")
     with pytest.raises(nf.AnswerError):
         await view._answer_task
-    assert "AnswerError" in box.children[2].value and not send.disabled
+    assert "AnswerError" in view.answer_status[card["key"]]
+    assert "answered" not in view.inspector  # a refused answer is not in the history
     assert run.status is nf.RunStatus.PAUSED
 
 
@@ -573,6 +624,141 @@ async def test_the_graph_says_which_nodes_came_from_the_cache(comm_log: list[Any
     view = RunView(flow.run(n=1, show=False))
     texts = {
         m.group(1): m.group(2)
-        for m in re.finditer(r'<g id="node-(\w+)"[\s\S]*?>(succeeded[^<]*)</text>', view.graph.value)
+        for m in re.finditer(r'<g id="node-(\w+)"[\s\S]*?>(succeeded[^<]*)</text>', view.graph_html())
     }
     assert texts == {"source": "succeeded (cached)", "sink": "succeeded"}
+
+
+async def test_a_final_run_is_held_weakly_and_deleting_it_frees_its_outputs(comm_log: list[Any]) -> None:
+    import gc
+    import weakref
+
+    flow = nf.Flow("big")
+
+    @flow.node
+    def blob() -> bytearray:
+        return bytearray(10_000_000)
+
+    run = flow.run(show=False)
+    view = RunView(run)
+    view.select("blob")
+    assert "bytearray" in view.inspector
+    gone = weakref.ref(run)
+    flow.run(show=False)  # flow.last_run now points to this one
+    del run
+    gc.collect()
+    assert gone() is None  # the view did not keep the run (nor its 10 MB output) alive
+    assert view.run is None
+    frontend_sends(view, kind="select", node="blob")  # a click still works: it says why nothing is shown
+    assert "no longer in the kernel" in view.inspector
+    assert states(view.graph_html())["blob"][0] == "succeeded"  # the picture keeps the final state
+    assert "SUCCEEDED" in view.snapshot_html()
+
+
+async def test_branches_not_taken_are_not_problems_and_cancelled_runs_are_not_done(comm_log: list[Any]) -> None:
+    flow = nf.Flow("routes")
+
+    @flow.router(branches=["a", "b"])
+    def route(x: int) -> str:
+        return "a"
+
+    @flow.node(branch="route.a")
+    def on_a(x: int) -> int:
+        return x
+
+    @flow.node(branch="route.b")
+    def on_b(x: int) -> int:
+        return x
+
+    view = RunView(flow.run(x=1, show=False))
+    assert "on_b" not in view.problems and view.problems == ""
+    assert view.nodes["on_b"][0] == "skipped"
+    assert "3/3 done" in view.header
+
+    slow = nf.Flow("slow_cancel")
+
+    @slow.node
+    async def first() -> int:
+        return 1
+
+    @slow.node
+    async def wait(first: int) -> int:
+        await anyio.sleep(60)
+        return first
+
+    @slow.node
+    async def after(wait: int) -> int:
+        return wait
+
+    handle = slow.start(show=False)
+    cview = RunView(handle, interval=0)
+    for _ in range(500):
+        await anyio.sleep(0.001)
+        if handle.run.nodes["wait"].status is nf.NodeStatus.RUNNING:
+            break
+    frontend_sends(cview, kind="cancel")
+    await handle
+    assert "CANCELLED" in cview.header and "done" not in cview.header  # not "3/3 done"
+    assert "cancelled" in cview.problems
+
+
+def test_tracebacks_name_cells_like_ipython_and_dim_library_frames() -> None:
+    from nbflow.widgets.tracebacks import traceback_html
+
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/tmp/ipykernel_1/123.py", line 12, in report\n'
+        "    raise ValueError(x)\n"
+        '  File "/usr/lib/python3/site-packages/pandas/core/frame.py", line 3, in f\n'
+        "    pass\n"
+        "ValueError: boom\n"
+        "second line"
+    )
+    out = traceback_html(text, {"/tmp/ipykernel_1/123.py": 5})
+    assert "Cell In[5], line 12" in out and "/tmp/ipykernel_1/123.py" not in out
+    assert 'nbflow-tb-frame nbflow-tb-lib">  File' in out  # the library frame is dimmed
+    assert "ValueError: boom\nsecond line" in out  # line breaks kept
+
+
+async def test_the_timeline_lists_attempts_and_waits(comm_log: list[Any]) -> None:
+    flow = nf.Flow("flaky")
+    calls = []
+
+    @flow.node(retry=nf.Retry(attempts=3, backoff=0.01))
+    def shaky() -> int:
+        calls.append(1)
+        if len(calls) < 2:
+            raise ConnectionError("try again")
+        return 1
+
+    view = RunView(flow.run(show=False))
+    frontend_sends(view, kind="timeline")  # the Timeline tab was opened
+    (row,) = view.timeline["rows"]
+    kinds = [bar[2] for bar in row["bars"]]
+    assert kinds == ["failed", "wait", "ran"] and row["node"] == "shaky"
+    assert view.nodes["shaky"][1] == "succeeded ×2"  # a real retry is still shown as one
+
+
+async def test_re_running_a_cell_closes_the_views_of_its_previous_execution(
+    kernel: FakeKernel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import types
+
+    import IPython
+
+    parent = {"metadata": {"cellId": "cell-1"}, "header": {"msg_id": "exec-1"}}
+    shell = types.SimpleNamespace(kernel=types.SimpleNamespace(get_parent=lambda: parent), execution_count=1)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    flow = failing_flow()
+    flow.run(n=1)
+    flow.run(n=2)  # the same execution: both views stay
+    first, second = kernel.shown
+    assert first.comm is not None and second.comm is not None
+    parent["header"] = {"msg_id": "exec-2"}  # the cell is run again: its old outputs are gone
+    flow.run(n=3)
+    assert first.comm is None and second.comm is None  # closed: comms and state freed
+    assert kernel.shown[2].comm is not None
+    parent["metadata"] = {"cellId": "cell-2"}
+    parent["header"] = {"msg_id": "exec-3"}
+    flow.run(n=4)  # another cell does not close this one's view
+    assert kernel.shown[2].comm is not None
