@@ -41,6 +41,7 @@ from nbflow._batch.rows import (
     run_rows,
     stop_warning,
     stopped_by,
+    store_row,
     unfinished,
 )
 from nbflow._core.errors import BatchError, NbflowWarning
@@ -392,10 +393,7 @@ async def _run_remote(
                     consecutive += 1
                     last_error = f"{result['error_type']}: {result['error_message']}"
                 if store is not None:
-                    assert state.batch_id is not None
-                    store.write_row(
-                        state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret
-                    )
+                    store_row(state, store, i, result, secret)
                 if breaker is not None and consecutive >= breaker and state.stopped is None:
                     state.stopped = (
                         f"circuit breaker: {consecutive} consecutive rows failed "

@@ -18,6 +18,7 @@ import anyio
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._core.errors import BatchInterrupted, NbflowWarning
 from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._engine.caching import SAMPLE
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
 from nbflow._store.batch_store import BatchStore
@@ -41,6 +42,7 @@ __all__ = [
     "run_rows",
     "stop_warning",
     "stopped_by",
+    "store_row",
     "unfinished",
 ]
 
@@ -64,6 +66,10 @@ class Options:
     progress: Any
     executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/_batch/dask.py)
     chunk_size: int | None = None
+    experiment: str | None = None
+    notes: str | None = None
+    cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
+    max_cooldowns: int = 3
 
 
 @dataclass(slots=True)
@@ -78,6 +84,8 @@ class State:
     stopped: str | None = None
     frame: pd.DataFrame | None = None
     running: dict[int, Run] = field(default_factory=dict)
+    fingerprint: str | None = None  # the store's id of the flow's per-node fingerprints (rows remember it)
+    rerun: dict[str, int] = field(default_factory=dict)  # resume: changed node -> rows it made run again
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -112,6 +120,7 @@ async def run_rows(
         # The same path as flow.arun after its checks: the batch planned every row up front.
         run = Run(flow.name, f"{prefix}-{case.index}", case.inputs, case.plan.nodes)
         run.graph = graph
+        SAMPLE.set(case.sample)  # this worker task's context: the keys of cache="per-sample" nodes
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
         timed_out = False
         if row_timeout is None:
@@ -147,8 +156,7 @@ async def run_rows(
                 consecutive += 1
                 last_error = f"{result['error_type']}: {result['error_message']}"
             if store is not None:
-                assert state.batch_id is not None
-                store.write_row(state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret)
+                store_row(state, store, i, result, secret)
             if breaker is not None and consecutive >= breaker and not stop:
                 stop = True
                 state.stopped = (
@@ -185,6 +193,21 @@ async def run_rows(
     await _cancel([refresher])
     end_batch(state, progress, renderer, state.stopped)
     stop_warning(state, store is not None)
+
+
+def store_row(state: State, store: BatchStore, i: int, result: dict[str, Any], secret: list[str]) -> None:
+    """Commit one finished row under its content key, with the fingerprints of the flow that ran it."""
+    assert state.batch_id is not None
+    store.write_row(
+        state.batch_id,
+        i,
+        result["run_id"],
+        result["status"],
+        result,
+        secret_columns=secret,
+        key=state.cases.cases[i].key,
+        fingerprint=state.fingerprint,
+    )
 
 
 def end_batch(state: Any, progress: Any, renderer: Any, stopped: str | None) -> None:
@@ -334,6 +357,9 @@ def _frame(state: State) -> pd.DataFrame:
             "batch_id": state.batch_id,
             "outputs": list(cases.outputs),
             "grid": list(cases.grid_keys),
+            "variants": {k: dict(v) for k, v in cases.variants.items()},
+            "repeats": cases.repeats,
+            "experiment": state.opts.experiment,
             "stopped": state.stopped,
             "counts": {str(k): int(v) for k, v in counts.items()},
         }

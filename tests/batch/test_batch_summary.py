@@ -48,7 +48,7 @@ def test_summary_per_grid_variant():
 
 
 def test_summary_with_explicit_columns_several_keys_and_no_key():
-    df = scored_flow().batch(ROWS, grid={"prompt": ["exact", "terse"], "seed": [1, 2]})
+    df = scored_flow().batch(ROWS, grid={"prompt": ["exact", "terse"], "seed": [1, 2]}, labels=["seed"])
     two = nf.summarize(df, by=["prompt", "seed"], scores="exact")
     assert two.index.names == ["prompt", "seed"]
     assert list(two.columns) == [
