@@ -1,5 +1,8 @@
 """nbflow: notebook-native workflows. Decorate functions as nodes, run them in the kernel's loop."""
 
+from nbflow._batch.compare import compare as compare
+from nbflow._batch.experiments import experiments as experiments
+from nbflow._batch.experiments import load_batch as load_batch
 from nbflow._batch.summary import summarize as summarize
 from nbflow._core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
 from nbflow._core.clock import Clock as Clock
@@ -51,6 +54,8 @@ from nbflow._core.secrets import REDACTED as REDACTED
 from nbflow._core.secrets import Secret as Secret
 from nbflow._core.states import NodeStatus as NodeStatus
 from nbflow._core.states import RunStatus as RunStatus
+from nbflow._core.usage import UsageError as UsageError
+from nbflow._core.usage import usage as usage
 from nbflow._dsl.control import FirstOf as FirstOf
 from nbflow._dsl.control import ItemFailed as ItemFailed
 from nbflow._dsl.control import Loop as Loop
@@ -151,11 +156,16 @@ __all__ = [
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "UsageError",
     "ask",
+    "compare",
     "config",
+    "experiments",
     "first_of",
     "is_transient",
+    "load_batch",
     "load_run",
     "optional",
     "summarize",
+    "usage",
 ]

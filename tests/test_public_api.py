@@ -73,13 +73,18 @@ EXPECTED = {
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "UsageError",
     "ask",
+    "compare",
     "config",
+    "experiments",
     "first_of",
     "is_transient",
+    "load_batch",
     "load_run",
     "optional",
     "summarize",
+    "usage",
 }
 
 

@@ -18,6 +18,7 @@ import anyio
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._core.errors import BatchInterrupted, NbflowWarning
 from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
 from nbflow._engine.caching import SAMPLE
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
@@ -141,11 +142,15 @@ async def run_rows(
                 return
             case = cases.cases[i]
             progress.in_flight += 1
+            used: list[tuple[Any, Any]] = []
+            ROW.set(used)  # nf.usage() inside the row's nodes adds here
             try:
                 run, timed_out = await one(case)
             finally:
                 progress.in_flight -= 1
             result = _result(case, run, cases.outputs, timeout=row_timeout if timed_out else None)
+            if used:
+                result.update(row_usage(used))
             results[i] = result
             ok = result["status"] == "succeeded"
             if ok:
@@ -341,6 +346,11 @@ def _frame(state: State) -> pd.DataFrame:
         r if r is not None else unfinished(c, cases.outputs, None)
         for r, c in zip(state.results, cases.cases, strict=False)
     ]
+    if any(USAGE_COLUMNS[0] in r for r in records):  # some node reported usage: every finished row counts
+        columns += USAGE_COLUMNS
+        for r in records:
+            if USAGE_COLUMNS[0] not in r and r["status"] in FINISHED:
+                r.update(dict.fromkeys(USAGE_COLUMNS, 0))
     frame = pd.DataFrame.from_records(records, columns=columns) if records else pd.DataFrame(columns=columns)
     if cases.index is not None:
         frame.index = cases.index

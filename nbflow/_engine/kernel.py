@@ -98,6 +98,7 @@ def call_blocking(
             box["result"] = await make()
 
     def target() -> None:
+        _forget_running_library()
         try:
             anyio.run(main_in_thread)
         except BaseException as exc:
@@ -134,6 +135,14 @@ def call_blocking(
         return cancelled()
     result: T = box["result"]
     return result
+
+
+def _forget_running_library() -> None:
+    """In the copied context sniffio (installed with httpx, openai) still says "asyncio is running",
+    and anyio.run would refuse to start this thread's own loop: this thread runs none yet."""
+    sniffio = sys.modules.get("sniffio")
+    if sniffio is not None:
+        sniffio.current_async_library_cvar.set(None)
 
 
 def _reraise(error: BaseException, cause: BaseException) -> NoReturn:

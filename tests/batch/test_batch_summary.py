@@ -60,6 +60,8 @@ def test_summary_with_explicit_columns_several_keys_and_no_key():
         "latency_p50",
         "latency_p95",
         "exact_mean",
+        "exact_ci_low",
+        "exact_ci_high",
     ]
     assert two.loc[("terse", 1), "failed"] == 1
     overall = nf.summarize(df, by=[], scores=["exact"])
