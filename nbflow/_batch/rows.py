@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._core.errors import BatchInterrupted, NbflowWarning
 from nbflow._core.states import NodeStatus, RunStatus
@@ -85,6 +86,7 @@ class State:
     stopped: str | None = None
     frame: pd.DataFrame | None = None
     running: dict[int, Run] = field(default_factory=dict)
+    cooldowns: list[dict[str, Any]] = field(default_factory=list)  # circuit breaker pauses, in order
     fingerprint: str | None = None  # the store's id of the flow's per-node fingerprints (rows remember it)
     rerun: dict[str, int] = field(default_factory=dict)  # resume: changed node -> rows it made run again
 
@@ -109,10 +111,7 @@ async def run_rows(
     graph = flow.graph
     results = state.results
     pending = iter(todo)
-    breaker = opts.max_consecutive_failures
-    consecutive = 0
-    last_error = ""
-    stop = False
+    breaker = Breaker(state, progress, flow._clock)
     row_timeout = opts.row_timeout
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
@@ -136,9 +135,13 @@ async def run_rows(
         return run, timed_out
 
     async def worker() -> None:
-        nonlocal consecutive, stop, last_error
-        for i in pending:
-            if stop:
+        while True:
+            admitted = await breaker.admit()  # False once stopped; waits while cooling down
+            if not admitted:
+                return
+            i = next(pending, None)
+            if i is None:
+                breaker.release(admitted)
                 return
             case = cases.cases[i]
             progress.in_flight += 1
@@ -155,19 +158,11 @@ async def run_rows(
             ok = result["status"] == "succeeded"
             if ok:
                 progress.succeeded += 1
-                consecutive = 0
             else:
                 progress.failed += 1
-                consecutive += 1
-                last_error = f"{result['error_type']}: {result['error_message']}"
             if store is not None:
                 store_row(state, store, i, result, secret)
-            if breaker is not None and consecutive >= breaker and not stop:
-                stop = True
-                state.stopped = (
-                    f"circuit breaker: {consecutive} consecutive rows failed (max_consecutive_failures={breaker}); "
-                    f"last error: {clip(last_error)}"
-                )
+            breaker.finished(ok, admitted, "" if ok else f"{result['error_type']}: {result['error_message']}")
 
     async def refresh() -> None:
         # Also wakes the loop 4x/s, which keeps a kernel interrupt prompt (ipykernel #881).
@@ -190,12 +185,12 @@ async def run_rows(
                 state.stopped = f"timeout: the batch did not finish within {opts.timeout}s"
                 await _cancel(tasks)
     except BaseException as exc:
-        await _cancel([*tasks, refresher])
+        await _cancel([*tasks, refresher, *breaker.tasks()])
         outcome = stopped_by(exc, state, progress, renderer, flow.name)
         if outcome is exc:
             raise
         raise outcome from exc
-    await _cancel([refresher])
+    await _cancel([refresher, *breaker.tasks()])
     end_batch(state, progress, renderer, state.stopped)
     stop_warning(state, store is not None)
 
@@ -371,6 +366,7 @@ def _frame(state: State) -> pd.DataFrame:
             "repeats": cases.repeats,
             "experiment": state.opts.experiment,
             "stopped": state.stopped,
+            "cooldowns": list(state.cooldowns),
             "counts": {str(k): int(v) for k, v in counts.items()},
         }
     )
