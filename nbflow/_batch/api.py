@@ -196,7 +196,7 @@ def _options(
     outputs: Iterable[str] | str | None,
     flatten: bool,
     store: str | os.PathLike[str] | BatchStore | None,
-    resume: bool,
+    resume: bool | str,
     retry_failed: bool,
     batch_id: str | None,
     store_secrets: bool,

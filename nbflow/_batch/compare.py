@@ -105,7 +105,8 @@ def compare(
     columns = [*keys, *(f"{s}_{x}" for s in score_cols for x in ("a", "b", "delta")), "status_a", "status_b", "change"]
     out = pd.DataFrame(rows, columns=columns)
     order = {c: i for i, c in enumerate(CHANGES)}
-    out = out.iloc[sorted(range(len(out)), key=lambda i: order[out["change"].iat[i]])].reset_index(drop=True)
+    changes = out["change"].tolist()
+    out = out.iloc[sorted(range(len(out)), key=lambda i: order[changes[i]])].reset_index(drop=True)
     counts = {c: int((out["change"] == c).sum()) for c in CHANGES}
     out.attrs.update({"counts": counts, "on": keys, "scores": score_cols, "labels": labels})
     out.attrs["summary"] = _summary(out, counts, first, labels)

@@ -58,7 +58,7 @@ class Options:
     outputs: Iterable[str] | str | None
     flatten: bool
     store: str | os.PathLike[str] | BatchStore | None
-    resume: bool
+    resume: bool | str  # True, False or "strict"
     retry_failed: bool
     batch_id: str | None
     store_secrets: bool

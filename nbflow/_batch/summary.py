@@ -99,7 +99,7 @@ def summarize(
             out["output_tokens_total"] = int(done["output_tokens"].fillna(0).sum())
             out["cost_total"] = float(done["cost"].sum(min_count=1)) if not done["cost"].isna().any() else math.nan
             out["cost_mean"] = out["cost_total"] / len(done) if len(done) else math.nan
-            failed = done.get("failed_cost", [])
+            failed: Any = done.get("failed_cost", [])
             out["failed_cost_total"] = float(pd.Series(failed, dtype="float64").sum())
         return out
 
