@@ -267,7 +267,15 @@ async def _drive(state: State) -> pd.DataFrame:
             await runner(state, todo, store, secret, progress, renderer)
         finally:
             if store is not None and state.batch_id is not None:
-                record_experiment(state, store)
+                try:
+                    record_experiment(state, store)
+                except Exception as exc:  # the rows are stored already: never lose the batch over its record
+                    warnings.warn(
+                        f"store {store.path!r}: could not update the experiment record of batch {state.batch_id!r} "
+                        f"({type(exc).__name__}: {exc}); its rows are stored",
+                        NbflowWarning,
+                        stacklevel=3,
+                    )
     finally:
         if own_store and store is not None:
             store.close()

@@ -94,6 +94,9 @@ def reuse_rows(
             NbflowWarning,
             stacklevel=5,
         )
+    moved = {old.key: i for i, old in reuse if old.index != i}
+    if moved:  # the store shows the rows in the order of the latest call (nf.load_batch)
+        store.reindex(state.batch_id, moved)
     for i, old in reuse:
         result = dict(cases.cases[i].row)  # inputs come from the rows given now (secrets were never stored)
         for col in (*cases.outputs, *STATUS_COLUMNS):

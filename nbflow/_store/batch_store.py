@@ -266,6 +266,14 @@ class BatchStore:
                 (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text),
             )
 
+    def reindex(self, batch_id: str, positions: Mapping[str, int]) -> None:
+        """Move rows (content key -> row index) to their position in the latest call of the batch."""
+        with self._transaction():
+            self._db.executemany(
+                "UPDATE batch_rows SET row_index = ? WHERE batch_id = ? AND case_key = ?",
+                [(index, batch_id, key) for key, index in positions.items()],
+            )
+
     def rekey(self, batch_id: str, keys: Mapping[str, str]) -> None:
         """Give rows new content keys (old key -> new), e.g. rows migrated from a version 1 store."""
         with self._transaction():
@@ -314,11 +322,11 @@ class BatchStore:
         if info is None:
             known = ", ".join(repr(b["batch_id"]) for b in self.batches()) or "(none)"
             raise StoreError(f"store {self.path!r} has no batch {batch_id!r}; batches: {known}")
-        rows = self.rows(batch_id, unpickle=unpickle)
+        rows = self.stored_rows(batch_id, unpickle=unpickle)  # every row, even two at one index
         columns = list(info["columns"])
-        for r in rows.values():  # columns a row added (usage) that the batch did not list up front
+        for r in rows:  # columns a row added (usage) that the batch did not list up front
             columns.extend(k for k in r.data if k not in columns)
-        frame = pd.DataFrame([r.data for r in rows.values()], index=list(rows), columns=columns)
+        frame = pd.DataFrame([r.data for r in rows], index=[r.index for r in rows], columns=columns)
         frame.index.name = "row"
         return frame
 

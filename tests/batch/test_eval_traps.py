@@ -266,3 +266,17 @@ def test_a_store_of_schema_1_is_migrated_and_its_rows_resume_by_content(tmp_path
 
     assert CALLS == {}
     assert df["ratio"].tolist() == [Fraction(2, 3), Fraction(1, 3)]  # by content, though given reversed
+
+
+def test_a_store_shows_the_rows_of_the_latest_call_in_its_order_and_loses_none(tmp_path):
+    db = tmp_path / "s.db"
+    rows = [{"question": f"q{i}"} for i in range(4)]
+    flow = echo_flow()
+    flow.batch(rows, store=db, batch_id="b")
+    new = [{"question": "new"}, rows[2], rows[0]]  # a new row at index 0, where q0 was stored
+    flow.batch(new, store=db, batch_id="b", resume=True)
+    loaded = nf.load_batch(db, "b")
+    assert len(loaded) == 5  # q1 and q3 are kept though this call did not list them
+    assert sorted(loaded["question"]) == ["new", "q0", "q1", "q2", "q3"]
+    where = dict(zip(loaded["question"], loaded.index, strict=True))
+    assert [where["new"], where["q2"], where["q0"]] == [0, 1, 2]  # the latest call's positions
