@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import Cases, batch_key, prepare_cases
+from nbflow._batch.cases import Cases, assign_keys, batch_key, prepare_cases
 from nbflow._batch.dask import RowsRunner, remote_rows
 from nbflow._batch.experiments import experiment_meta, record_experiment
 from nbflow._batch.reuse import STRICT, reuse_rows
@@ -258,6 +258,7 @@ async def _drive(state: State) -> pd.DataFrame:
     try:
         todo = list(range(n))
         if store is not None:
+            assign_keys(cases)  # how stored rows are found again: by content
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret)
             todo = _resume(state, store, progress)
         elif opts.batch_id is not None:

@@ -46,6 +46,10 @@ class Breaker:
         self.task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
 
+    def flowing(self) -> bool:
+        """The common case, without a coroutine per row: rows start freely (closed, not stopped)."""
+        return self.mode == "closed" and self.state.stopped is None
+
     async def admit(self) -> bool | str:
         """True: start a row; "probe": start the one probe row; False: start nothing more."""
         while True:

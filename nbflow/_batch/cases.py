@@ -13,7 +13,16 @@ from nbflow._core.errors import BatchError, MissingColumnError, MissingInputErro
 from nbflow._core.secrets import Secret, is_secret_name
 from nbflow._graph.graph import Graph, Plan
 
-__all__ = ["SAMPLE_COLUMN", "STATUS_COLUMNS", "Case", "Cases", "batch_key", "content_key", "prepare_cases"]
+__all__ = [
+    "SAMPLE_COLUMN",
+    "STATUS_COLUMNS",
+    "Case",
+    "Cases",
+    "assign_keys",
+    "batch_key",
+    "content_key",
+    "prepare_cases",
+]
 
 # Columns the batch adds to every result row.
 STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
@@ -200,8 +209,6 @@ def prepare_cases(
     combos = list(itertools.product(*grid_values.values())) if grid_values else [()]
     keys = list(grid_values)
     index = 0
-    skip = {c for c in all_columns if is_secret_name(c)}  # as in batch_key: secrets never identify a row
-    seen: dict[str, int] = {}
     samples = range(repeats) if repeats > 1 else (None,)
     for i, rec in enumerate(records):
         for combo in combos:
@@ -220,15 +227,26 @@ def prepare_cases(
                 plan = plans.get(given)
                 if plan is None:
                     plan = plans[given] = _plan(graph, given, out_list, list(row), i)
-                key = content_key(row, variants, skip)
-                n = seen.get(key, 0)
-                seen[key] = n + 1
-                cases.append(Case(index, row, inputs, plan, key if n == 0 else f"{key}#{n}", sample))
+                cases.append(Case(index, row, inputs, plan, "", sample))
                 index += 1
     per_row = len(combos) * len(samples)
     if own_index is not None and per_row > 1:
         own_index = own_index.repeat(per_row)  # like DataFrame.explode: each row's label, per combination
     return Cases(cases, all_columns, keys, input_columns, out_list, own_index, variants, repeats)
+
+
+def assign_keys(cases: Cases) -> None:
+    """Give every case its content key (only batches with a store need them: ~5 µs a row).
+
+    Secret-looking columns are left out, as in ``batch_key``; the n-th duplicate gets ``#n``.
+    """
+    skip = {c for c in cases.columns if is_secret_name(c)}
+    seen: dict[str, int] = {}
+    for case in cases.cases:
+        key = content_key(case.row, cases.variants, skip)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        case.key = key if n == 0 else f"{key}#{n}"
 
 
 def _check_labels(

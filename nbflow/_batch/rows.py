@@ -136,7 +136,7 @@ async def run_rows(
 
     async def worker() -> None:
         while True:
-            admitted = await breaker.admit()  # False once stopped; waits while cooling down
+            admitted = True if breaker.flowing() else await breaker.admit()  # waits while cooling down
             if not admitted:
                 return
             i = next(pending, None)
