@@ -3,7 +3,8 @@ with confidence intervals, usage and cost).
 
 Intervals: a boolean score is a rate, so its interval is Wilson's score interval (right at 0% and
 100% and for small n, where the normal approximation is not); a numeric score gets a percentile
-bootstrap of the mean (2,000 resamples, a fixed seed: the same frame gives the same interval).
+bootstrap of the mean (2,000 resamples, a fixed seed: the same frame gives the same interval;
+above 500 values the normal interval, which the bootstrap converges to, at a fraction of the cost).
 """
 
 from __future__ import annotations
@@ -133,13 +134,21 @@ def _wilson(values: list[float], level: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+_BOOTSTRAP_MAX_N = 500  # above this the mean is normal enough (CLT), and resampling costs O(2,000 x n)
+
+
 def _bootstrap(values: list[float], level: float, resamples: int = 2000) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean (fixed seed: reproducible)."""
+    """Percentile bootstrap interval of the mean (fixed seed: reproducible); a normal interval for large n."""
     n = len(values)
     if not n:
         return math.nan, math.nan
     if n == 1:
         return values[0], values[0]
+    if n > _BOOTSTRAP_MAX_N:
+        from statistics import NormalDist, fmean, stdev
+
+        mean, half = fmean(values), NormalDist().inv_cdf(0.5 + level / 2) * stdev(values) / math.sqrt(n)
+        return mean - half, mean + half
     import numpy as np
 
     rng = np.random.default_rng(0)
