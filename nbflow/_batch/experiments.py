@@ -57,7 +57,7 @@ def record_experiment(state: State, store: BatchStore) -> None:
         "cooldowns": list(getattr(state, "cooldowns", [])),
     }
     try:
-        summary = summarize(frame)
+        summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
         meta["summary"] = [
             {str(k): _plain(v) for k, v in rec.items()} for rec in summary.reset_index().to_dict("records")
         ]
