@@ -1,5 +1,8 @@
 """nbflow: notebook-native workflows. Decorate functions as nodes, run them in the kernel's loop."""
 
+from nbflow._batch.compare import compare as compare
+from nbflow._batch.experiments import experiments as experiments
+from nbflow._batch.experiments import load_batch as load_batch
 from nbflow._batch.explore import explore as explore
 from nbflow._batch.summary import summarize as summarize
 from nbflow._core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
@@ -54,6 +57,8 @@ from nbflow._core.secrets import Secret as Secret
 from nbflow._core.secrets import env as env
 from nbflow._core.states import NodeStatus as NodeStatus
 from nbflow._core.states import RunStatus as RunStatus
+from nbflow._core.usage import UsageError as UsageError
+from nbflow._core.usage import usage as usage
 from nbflow._dsl.control import FirstOf as FirstOf
 from nbflow._dsl.control import ItemFailed as ItemFailed
 from nbflow._dsl.control import Loop as Loop
@@ -155,13 +160,18 @@ __all__ = [
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "UsageError",
     "ask",
+    "compare",
     "config",
     "env",
+    "experiments",
     "explore",
     "first_of",
     "is_transient",
+    "load_batch",
     "load_run",
     "optional",
     "summarize",
+    "usage",
 ]

@@ -76,15 +76,20 @@ EXPECTED = {
     "TypeValidationError",
     "UnknownInputError",
     "UnknownNodeError",
+    "UsageError",
     "ask",
+    "compare",
     "config",
     "explore",
     "env",
+    "experiments",
     "first_of",
     "is_transient",
+    "load_batch",
     "load_run",
     "optional",
     "summarize",
+    "usage",
 }
 
 

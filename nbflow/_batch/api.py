@@ -22,12 +22,15 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import STATUS_COLUMNS, batch_key, prepare_cases
+from nbflow._batch.cases import Cases, assign_keys, batch_key, prepare_cases
 from nbflow._batch.dask import RowsRunner, remote_rows
+from nbflow._batch.experiments import experiment_meta, record_experiment
+from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name
+from nbflow._engine.caching import node_fingerprints
 from nbflow._engine.kernel import call_blocking, in_kernel
 from nbflow._notebook import make_renderer
 from nbflow._record.batch_progress import BatchProgress
@@ -52,7 +55,7 @@ def batch(
     concurrency: int = 16,
     flatten: bool = False,
     store: str | os.PathLike[str] | BatchStore | None = None,
-    resume: bool = False,
+    resume: bool | str = False,
     retry_failed: bool = False,
     batch_id: str | None = None,
     store_secrets: bool = False,
@@ -62,6 +65,12 @@ def batch(
     progress: Any = None,
     executor: Any = None,
     chunk_size: int | None = None,
+    repeats: int = 1,
+    labels: Mapping[str, Any] | Iterable[str] | None = None,
+    experiment: str | None = None,
+    notes: str | None = None,
+    cooldown: float | None = None,
+    max_cooldowns: int = 3,
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
 ) -> pd.DataFrame:
@@ -78,16 +87,27 @@ def batch(
     ``attempts`` (most tries of any node), ``latency`` (seconds) and ``run_id``.
     ``flatten=True`` expands dict / pydantic / dataclass outputs into ``node.field`` columns.
 
+    ``grid={"prompt": {"terse": P1, "steps": P2}}`` names variants (the column holds the name, the
+    node gets the value; ``df.attrs["variants"]`` keeps the mapping). A grid key must feed a flow
+    input or be declared a label (``labels=["note"]``; ``labels={"note": "v2"}`` adds constant
+    columns). ``repeats=N`` runs every case N times with a ``sample`` column 0..N-1; nodes declared
+    ``@flow.node(cache="per-sample")`` are cached once per sample.
+
     Options: ``concurrency`` rows in flight; ``store="runs.db"`` commits each finished row to SQLite,
-    ``resume=True`` reuses the rows already finished in it (``retry_failed=True`` re-runs the failed
-    ones); ``batch_id`` names the batch (default: flow name + a hash of the rows, grid and outputs);
+    ``resume=True`` reuses the rows already finished in it, matched by content, and re-runs those
+    that depend on a node changed since (``resume="strict"`` refuses instead; ``retry_failed=True``
+    re-runs the failed ones); ``experiment="name"`` (and ``notes=``) records the batch as a named
+    experiment (``nf.experiments(db)``, ``nf.load_batch(db, name)``); ``batch_id`` names the batch
+    (default: the experiment name, else flow name + a hash of the rows, grid and outputs);
     secret-looking columns (api_key, token, password, secret) are not stored unless
     ``store_secrets=True``; ``max_consecutive_failures=N`` stops starting rows after N failures in a
-    row; ``timeout`` bounds the whole batch, ``row_timeout`` each row; ``progress`` None (auto),
-    True, False or a renderer. ``keep`` says which rows keep their full run record (every node's output,
-    error, traceback, attempts): ``"failed"`` (failed and paused rows; the default without a store),
-    ``"all"`` (the default with a store, where they are written with their row) or ``"none"``; at most
-    ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see docs/batch.md). ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
+    row (with ``cooldown=`` seconds it pauses new rows, then lets one probe row through, up to
+    ``max_cooldowns`` pauses before it stops); ``timeout`` bounds the whole batch, ``row_timeout`` each row;
+    ``progress`` None (auto), True, False or a renderer. ``keep`` says which rows keep their full run record
+    (every node's output, error, traceback, attempts): ``"failed"`` (failed and paused rows; the default
+    without a store), ``"all"`` (the default with a store, where they are written with their row) or
+    ``"none"``; at most ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see
+    docs/batch.md). ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
     its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md.
 
     Raises BatchError / MissingColumnError before anything runs if the rows cannot feed the flow.
@@ -111,7 +131,8 @@ def batch(
         keep,
         keep_limit,
     )
-    state = State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
+    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
+    state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
 
     def interrupted(exc: KeyboardInterrupt) -> BaseException:
         if isinstance(exc, BatchInterrupted):
@@ -135,7 +156,7 @@ async def abatch(
     concurrency: int = 16,
     flatten: bool = False,
     store: str | os.PathLike[str] | BatchStore | None = None,
-    resume: bool = False,
+    resume: bool | str = False,
     retry_failed: bool = False,
     batch_id: str | None = None,
     store_secrets: bool = False,
@@ -145,6 +166,12 @@ async def abatch(
     progress: Any = None,
     executor: Any = None,
     chunk_size: int | None = None,
+    repeats: int = 1,
+    labels: Mapping[str, Any] | Iterable[str] | None = None,
+    experiment: str | None = None,
+    notes: str | None = None,
+    cooldown: float | None = None,
+    max_cooldowns: int = 3,
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
 ) -> pd.DataFrame:
@@ -172,7 +199,8 @@ async def abatch(
         keep,
         keep_limit,
     )
-    state = State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
+    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
+    state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
     return await _drive(state)
 
 
@@ -181,7 +209,7 @@ def _options(
     outputs: Iterable[str] | str | None,
     flatten: bool,
     store: str | os.PathLike[str] | BatchStore | None,
-    resume: bool,
+    resume: bool | str,
     retry_failed: bool,
     batch_id: str | None,
     store_secrets: bool,
@@ -215,8 +243,10 @@ def _options(
         raise BatchError("store='' names no file; give a path (store='runs.db') or leave store= out")
     if isinstance(outputs, list | tuple | set | frozenset) and not outputs:
         raise BatchError("outputs=[] selects no node, so no row would compute anything; name nodes or leave it out")
+    if resume not in (False, True, STRICT):
+        raise BatchError(f"resume= is True, False or 'strict', got {resume!r}")
     if resume and store is None:
-        raise BatchError("resume=True needs store= (the SQLite file the earlier batch wrote to)")
+        raise BatchError(f"resume={resume!r} needs store= (the SQLite file the earlier batch wrote to)")
     if batch_id is not None and (not isinstance(batch_id, str) or not batch_id):
         raise BatchError(f"batch_id= must be a non-empty string, got {batch_id!r}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
@@ -268,12 +298,25 @@ async def _drive(state: State) -> pd.DataFrame:
     try:
         todo = list(range(n))
         if store is not None:
-            state.batch_id = opts.batch_id or batch_key(flow.name, cases, secret)
+            assign_keys(cases)  # how stored rows are found again: by content
+            state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret)
             todo = _resume(state, store, progress)
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
-        await runner(state, todo, store, secret, progress, renderer)
+        try:
+            await runner(state, todo, store, secret, progress, renderer)
+        finally:
+            if store is not None and state.batch_id is not None:
+                try:
+                    record_experiment(state, store)
+                except Exception as exc:  # the rows are stored already: never lose the batch over its record
+                    warnings.warn(
+                        f"store {store.path!r}: could not update the experiment record of batch {state.batch_id!r} "
+                        f"({type(exc).__name__}: {exc}); its rows are stored",
+                        NbflowWarning,
+                        stacklevel=3,
+                    )
     finally:
         if own_store and store is not None:
             store.close()
@@ -289,15 +332,15 @@ def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[Batc
 
 
 def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[int]:
-    """Register the batch in the store; with resume, fill in rows already finished; return rows to run."""
+    """Register the batch in the store; with resume, fill in rows still valid (nbflow/_batch/reuse.py)."""
     assert state.batch_id is not None
     opts, cases = state.opts, state.cases
     n = len(cases.cases)
     info = store.batch_info(state.batch_id)
-    if info is not None and info["n_rows"] != n:
+    if info is not None and info["flow"] != state.flow.name:
         raise StoreError(
-            f"store {store.path!r} holds batch {state.batch_id!r} with {info['n_rows']} rows, this batch has {n}; "
-            f"use another batch_id= (or omit it: the default id follows the rows)"
+            f"store {store.path!r} holds batch {state.batch_id!r} of flow {info['flow']!r}, not {state.flow.name!r}; "
+            f"use another batch_id= / experiment= name"
         )
     if info is None and opts.resume:
         others = [b["batch_id"] for b in store.batches() if b["flow"] == state.flow.name]
@@ -311,7 +354,9 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
                 stacklevel=4,
             )
     # Without resume the rows are only counted: never decode (let alone unpickle) them.
-    stored = store.rows(state.batch_id, unpickle=opts.resume, skip_unreadable=True) if info is not None else {}
+    stored = (
+        store.stored_rows(state.batch_id, unpickle=bool(opts.resume), skip_unreadable=True) if info is not None else []
+    )
     if info is not None and store.unreadable:
         first = next(iter(store.unreadable.items()))
         warnings.warn(
@@ -320,22 +365,93 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
             NbflowWarning,
             stacklevel=4,
         )
-    if stored and not opts.resume:
+    finished = [r for r in stored if r.status in FINISHED]
+    if finished and not opts.resume:
         raise StoreError(
-            f"store {store.path!r} already holds {len(stored)} finished rows of batch {state.batch_id!r}; "
+            f"store {store.path!r} already holds {len(finished)} finished rows of batch {state.batch_id!r}; "
             f"pass resume=True to reuse them and run the rest, or store.delete_batch({state.batch_id!r}) "
             f"to start over"
         )
-    store.begin_batch(state.batch_id, state.flow.name, n, result_columns(cases))
-    todo = []
-    for i, case in enumerate(cases.cases):
-        old = stored.get(i)
-        if old is not None and old.status in FINISHED and not (opts.retry_failed and old.status == "failed"):
-            result = dict(case.row)  # inputs come from the rows given now (secrets were never stored)
-            for col in (*cases.outputs, *STATUS_COLUMNS):
-                result[col] = old.data.get(col)
-            state.results[i] = result
-            progress.resumed += 1
-        else:
-            todo.append(i)
+    fingerprints = node_fingerprints(state.flow.graph, state.flow.validate)
+    todo = reuse_rows(state, store, stored, fingerprints, progress) if finished else list(range(n))
+    state.fingerprint = store.begin_batch(
+        state.batch_id,
+        state.flow.name,
+        n,
+        result_columns(cases),
+        fingerprints=fingerprints,
+        meta=experiment_meta(state),
+    )
     return todo
+
+
+def _more_options(
+    opts: Options,
+    repeats: int,
+    experiment: str | None,
+    notes: str | None,
+    cooldown: float | None,
+    max_cooldowns: int,
+) -> None:
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise BatchError(
+            f"repeats= is how many times each case runs (a 'sample' column), a positive int; got {repeats!r}"
+        )
+    for name, text in (("experiment", experiment), ("notes", notes)):
+        if text is not None and (not isinstance(text, str) or (name == "experiment" and not text)):
+            raise BatchError(f"{name}= must be a non-empty string, got {text!r}")
+    if experiment is not None and opts.store is None:
+        raise BatchError("experiment= names the batch in a store; pass store='runs.db' too")
+    if experiment is not None and opts.batch_id is not None and experiment != opts.batch_id:
+        raise BatchError(
+            f"experiment={experiment!r} and batch_id={opts.batch_id!r}: an experiment is stored as the batch of "
+            f"that name; pass only one of them"
+        )
+    if cooldown is not None:
+        if not isinstance(cooldown, int | float) or isinstance(cooldown, bool) or cooldown <= 0:
+            raise BatchError(f"cooldown= is in seconds and must be positive (or None), got {cooldown!r}")
+        if opts.max_consecutive_failures is None:
+            raise BatchError(
+                "cooldown= is the pause after max_consecutive_failures=N rows failed in a row; pass both, "
+                "e.g. max_consecutive_failures=5, cooldown=300"
+            )
+        if opts.executor is not None:
+            raise BatchError(
+                "cooldown= is not supported with executor= (Dask) yet; use max_consecutive_failures= alone"
+            )
+    if not isinstance(max_cooldowns, int) or isinstance(max_cooldowns, bool) or max_cooldowns < 1:
+        raise BatchError(
+            f"max_cooldowns= is the number of pauses before the batch stops, a positive int; got {max_cooldowns!r}"
+        )
+    opts.experiment, opts.notes = experiment, notes
+    opts.cooldown = float(cooldown) if cooldown is not None else None
+    opts.max_cooldowns = max_cooldowns
+
+
+def _cases(
+    flow: Flow,
+    rows: Any,
+    columns: Mapping[str, str] | None,
+    grid: Mapping[str, Sequence[Any]] | None,
+    opts: Options,
+    repeats: int,
+    labels: Mapping[str, Any] | Iterable[str] | None,
+) -> Cases:
+    cases = prepare_cases(flow.graph, rows, columns, grid, opts.outputs, repeats, labels)
+    if repeats > 1:
+        _check_repeats(flow, cases, repeats)
+    return cases
+
+
+def _check_repeats(flow: Flow, cases: Cases, repeats: int) -> None:
+    """Refuse repeats whose samples would all be cache hits of one call (identical, silently)."""
+    cache = flow._resolved_policies().cache
+    if cache is None:
+        return
+    planned = {n for case in cases.cases[:1] for n in case.plan.nodes}
+    if planned and planned <= cache.nodes and not (planned & cache.per_sample):
+        raise BatchError(
+            f"repeats={repeats}, but every node of flow {flow.name!r} that runs is cached as deterministic, so the "
+            f"{repeats} samples would be one cached call; declare the node that samples (the model call) with "
+            f"@flow.node(cache='per-sample') (one cache entry per sample) or cache=False"
+        )

@@ -6,17 +6,29 @@ import hashlib
 import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nbflow._core.errors import BatchError, MissingColumnError, MissingInputError, UnknownNodeError, _suggest
-from nbflow._core.secrets import Secret
+from nbflow._core.secrets import Secret, is_secret_name
 from nbflow._graph.graph import Graph, Plan
 
-__all__ = ["STATUS_COLUMNS", "Case", "Cases", "batch_key", "prepare_cases"]
+__all__ = [
+    "SAMPLE_COLUMN",
+    "STATUS_COLUMNS",
+    "Case",
+    "Cases",
+    "assign_keys",
+    "batch_key",
+    "content_key",
+    "prepare_cases",
+]
 
 # Columns the batch adds to every result row.
 STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
+SAMPLE_COLUMN = "sample"  # repeats=N: the repeat index 0..N-1
+# Grid keys people use for repeated sampling; such a key feeds no input, so it would not sample anything.
+_REPEAT_WORDS = ("repeat", "repeats", "rep", "sample", "samples", "trial", "trials", "run", "iteration", "seed")
 
 
 @dataclass(slots=True)
@@ -27,6 +39,11 @@ class Case:
     row: dict[str, Any]
     inputs: dict[str, Any]
     plan: Plan
+    key: str = ""
+    """A digest of the row's content (values, grid combination, variant values, repeat): how a
+    resumed batch finds the row's stored result, whatever its position; ``#n`` marks the n-th duplicate."""
+    sample: int | None = None
+    """The repeat index with ``repeats=N`` (None without)."""
 
 
 @dataclass(slots=True)
@@ -37,6 +54,8 @@ class Cases:
     input_columns: dict[str, str]  # column -> flow input
     outputs: list[str]
     index: Any = None  # the input DataFrame's own index, repeated per grid combination (None: 0..n-1)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)  # grid key -> {name: value}
+    repeats: int = 1
 
 
 def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -74,7 +93,10 @@ def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
     return records, list(seen)
 
 
-def _check_grid(grid: Mapping[str, Sequence[Any]] | None, columns: Sequence[str]) -> dict[str, list[Any]]:
+def _check_grid(
+    grid: Mapping[str, Sequence[Any]] | None, columns: Sequence[str], variants: dict[str, dict[str, Any]]
+) -> dict[str, list[Any]]:
+    """The grid's values per key; named variants (``{"terse": P1, ...}``) go to ``variants``, names to the values."""
     if grid is None:
         return {}
     if not isinstance(grid, Mapping):
@@ -87,9 +109,19 @@ def _check_grid(grid: Mapping[str, Sequence[Any]] | None, columns: Sequence[str]
             raise BatchError(
                 f"grid key {key!r} is also a column of the rows; rename one of them (the grid key becomes a column)"
             )
-        if isinstance(values, (str | bytes, Mapping)) or not isinstance(values, Iterable):
+        if isinstance(values, Mapping):  # named variants: the column holds the name, the node gets the value
+            bad = [k for k in values if not isinstance(k, str) or not k]
+            if bad:
+                raise BatchError(
+                    f"grid[{key!r}] names variants, and {bad[0]!r} is not a name; give non-empty strings as keys, "
+                    f'e.g. grid={{{key!r}: {{"terse": ..., "steps": ...}}}}'
+                )
+            variants[key] = dict(values)
+            values = list(values)
+        if isinstance(values, (str | bytes)) or not isinstance(values, Iterable):
             raise BatchError(
-                f"grid[{key!r}] must be a list of values, got {values!r}; wrap a single value in a list: [{values!r}]"
+                f"grid[{key!r}] must be a list of values (or a dict of named variants), got {values!r}; "
+                f"wrap a single value in a list: [{values!r}]"
             )
         values = list(values)
         if not values:
@@ -104,15 +136,29 @@ def prepare_cases(
     columns: Mapping[str, str] | None,
     grid: Mapping[str, Sequence[Any]] | None,
     outputs: Iterable[str] | str | None,
+    repeats: int = 1,
+    labels: Mapping[str, Any] | Iterable[str] | None = None,
 ) -> Cases:
-    """Expand rows × grid, map columns to flow inputs and plan once per set of columns.
+    """Expand rows × grid × repeats, map columns to flow inputs and plan once per set of columns.
 
+    ``labels`` declares grid keys that feed no input (a list of names), or adds constant label
+    columns to every row (a dict). Secret-looking columns are left out of the rows' content keys.
     Raises BatchError / MissingColumnError / UnknownNodeError before anything runs.
     """
     records, row_columns = _records(rows)
     own_index = _own_index(rows)
-    grid_values = _check_grid(grid, row_columns)
-    all_columns = row_columns + list(grid_values)
+    label_names, constants = _check_labels(labels, row_columns)
+    if constants:
+        records = [{**rec, **constants} for rec in records]
+        row_columns = row_columns + list(constants)
+    variants: dict[str, dict[str, Any]] = {}
+    grid_values = _check_grid(grid, row_columns, variants)
+    if repeats > 1 and (SAMPLE_COLUMN in row_columns or SAMPLE_COLUMN in grid_values):
+        raise BatchError(
+            f"repeats={repeats} adds a {SAMPLE_COLUMN!r} column (the repeat index), and the rows or the grid have "
+            f"one already; rename it (e.g. df.rename(columns={{'sample': 'sample_id'}}))"
+        )
+    all_columns = row_columns + list(grid_values) + ([SAMPLE_COLUMN] if repeats > 1 else [])
 
     mapping = dict(columns or {})
     for col, target in mapping.items():
@@ -139,6 +185,7 @@ def prepare_cases(
             )
         fed_by[target] = col
         input_columns[col] = target
+    _check_grid_keys(graph, grid_values, input_columns, label_names, mapping)
 
     if isinstance(outputs, str):
         outputs = [outputs]
@@ -170,21 +217,103 @@ def prepare_cases(
     combos = list(itertools.product(*grid_values.values())) if grid_values else [()]
     keys = list(grid_values)
     index = 0
+    samples = range(repeats) if repeats > 1 else (None,)
     for i, rec in enumerate(records):
         for combo in combos:
-            row = dict(rec)
-            if combo:
-                row.update(zip(keys, combo, strict=True))
-            inputs = {input_columns[c]: v for c, v in row.items() if c in input_columns}
-            key = frozenset(inputs)
-            plan = plans.get(key)
-            if plan is None:
-                plan = plans[key] = _plan(graph, key, out_list, list(row), i)
-            cases.append(Case(index, row, inputs, plan))
-            index += 1
-    if own_index is not None and len(combos) > 1:
-        own_index = own_index.repeat(len(combos))  # like DataFrame.explode: each row's label, per combination
-    return Cases(cases, all_columns, keys, input_columns, out_list, own_index)
+            for sample in samples:
+                row = dict(rec)
+                if combo:
+                    row.update(zip(keys, combo, strict=True))
+                if sample is not None:
+                    row[SAMPLE_COLUMN] = sample
+                inputs = {
+                    input_columns[c]: variants[c][v] if c in variants else v
+                    for c, v in row.items()
+                    if c in input_columns
+                }
+                given = frozenset(inputs)
+                plan = plans.get(given)
+                if plan is None:
+                    plan = plans[given] = _plan(graph, given, out_list, list(row), i)
+                cases.append(Case(index, row, inputs, plan, "", sample))
+                index += 1
+    per_row = len(combos) * len(samples)
+    if own_index is not None and per_row > 1:
+        own_index = own_index.repeat(per_row)  # like DataFrame.explode: each row's label, per combination
+    return Cases(cases, all_columns, keys, input_columns, out_list, own_index, variants, repeats)
+
+
+def assign_keys(cases: Cases) -> None:
+    """Give every case its content key (only batches with a store need them: ~5 µs a row).
+
+    Secret-looking columns are left out, as in ``batch_key``; the n-th duplicate gets ``#n``.
+    """
+    skip = {c for c in cases.columns if is_secret_name(c)}
+    seen: dict[str, int] = {}
+    for case in cases.cases:
+        key = content_key(case.row, cases.variants, skip)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        case.key = key if n == 0 else f"{key}#{n}"
+
+
+def _check_labels(
+    labels: Mapping[str, Any] | Iterable[str] | None, columns: Sequence[str]
+) -> tuple[set[str], dict[str, Any]]:
+    """(grid keys declared as labels, constant label columns to add)."""
+    if labels is None:
+        return set(), {}
+    if isinstance(labels, Mapping):
+        for k in labels:
+            if not isinstance(k, str) or not k:
+                raise BatchError(f"labels= keys are column names (non-empty strings), got {k!r}")
+            if k in columns:
+                raise BatchError(f"labels= adds column {k!r}, which the rows have already; rename one of them")
+        return set(labels), dict(labels)
+    if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
+        raise BatchError(
+            f"labels= is a list of grid keys that feed no input, or a dict of label columns to add; got {labels!r}"
+        )
+    names = list(labels)
+    for k in names:
+        if not isinstance(k, str):
+            raise BatchError(f"labels= lists column names (strings), got {k!r}")
+    return set(names), {}
+
+
+def _check_grid_keys(
+    graph: Graph,
+    grid: Mapping[str, Any],
+    input_columns: Mapping[str, str],
+    labels: set[str],
+    mapping: Mapping[str, str],
+) -> None:
+    """A grid key must feed a flow input or be declared a label: a typo would silently run the default."""
+    for key in grid:
+        if key in input_columns or key in labels:
+            continue
+        candidates = [*graph.inputs, *(c for c in mapping if c not in grid)]
+        hint = _suggest(key, candidates)
+        if not hint and key.lower() in _REPEAT_WORDS:
+            hint = (
+                f"; for repeated sampling use repeats=N (a {SAMPLE_COLUMN!r} column, each sample a distinct call "
+                f"of nodes declared cache='per-sample')"
+            )
+        raise BatchError(
+            f"grid key {key!r} is not an input of flow {graph.name!r}{hint}, so every variant would run the same; "
+            f"its inputs: {', '.join(sorted(graph.inputs)) or '(none)'}. Map it with columns={{{key!r}: '<input>'}}, "
+            f"or declare it a label column with labels=[{key!r}]"
+        )
+
+
+def content_key(row: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]], skip: set[str] | None = None) -> str:
+    """A digest of what the row runs with: its values (secret columns left out) and its variants' values."""
+    if skip is None:
+        skip = {c for c in row if is_secret_name(c)}
+    values = {k: "***" if isinstance(v, Secret) else v for k, v in row.items() if k not in skip}
+    used = {k: variants[k][row[k]] for k in variants if k in row}
+    text = json.dumps([values, used] if used else values, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _own_index(rows: Any) -> Any:
@@ -217,4 +346,6 @@ def batch_key(flow: str, cases: Cases, secret: Iterable[str]) -> str:
         values = {k: "***" if isinstance(v, Secret) else v for k, v in case.row.items() if k not in skip}
         h.update(json.dumps(values, sort_keys=True, default=repr).encode())
         h.update(b"\n")
+    if cases.variants:  # the values named variants stand for (editing a prompt makes a new batch)
+        h.update(json.dumps(cases.variants, sort_keys=True, default=repr).encode())
     return f"{flow}-{h.hexdigest()[:16]}"

@@ -48,6 +48,7 @@ from nbflow._batch.rows import (
 from nbflow._batch.runs import RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning
 from nbflow._core.secrets import Secret, secret_texts
+from nbflow._core.usage import USAGE_COLUMNS
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def _worker_flow(blob: bytes) -> Flow:
 
 def _run_chunk(
     blob: bytes,
-    items: list[tuple[int, dict[str, Any]]],
+    items: list[tuple[int, dict[str, Any], int | None]],
     outputs: list[str],
     concurrency: int,
     row_timeout: float | None,
@@ -207,12 +208,12 @@ def _run_chunk(
     graph = flow.graph
     plans: dict[frozenset[str], Any] = {}
     cases: list[Case] = []
-    for pos, (_, inputs) in enumerate(items):
+    for pos, (_, inputs, sample) in enumerate(items):
         key = frozenset(inputs)
         plan = plans.get(key)
         if plan is None:
             plan = plans[key] = graph.plan(sorted(key), outputs)
-        cases.append(Case(pos, dict(inputs), inputs, plan))
+        cases.append(Case(pos, dict(inputs), inputs, plan, sample=sample))  # sample: keys of per-sample nodes
     opts = Options(concurrency, outputs, False, None, False, False, None, False, None, None, row_timeout, False)
     state = State.new(flow, Cases(cases, [], [], {}, outputs), opts)
     state.archive = RunArchive(keep, len(cases), None, findable=False)
@@ -233,10 +234,11 @@ def _run_chunk(
     columns = (*outputs, *STATUS_COLUMNS)
     kept = {int(run.run_id.rsplit("-", 1)[1]): run for run in state.archive.runs.values()}
     rows = []
-    for pos, ((index, _), result) in enumerate(zip(items, state.results, strict=True)):
+    for pos, ((index, _, _), result) in enumerate(zip(items, state.results, strict=True)):
         assert result is not None
         row = {k: result[k] for k in columns if k in result}
         row.update({k: result[k] for k in QUESTION_COLUMNS if k in result})
+        row.update((k, result[k]) for k in USAGE_COLUMNS if k in result)  # nf.usage() on the worker
         row["run_id"] = f"{prefix}-{index}"  # like a local batch: "<batch call>-<row index>"
         run = kept.get(pos)
         if run is not None:  # the row's whole run record travels back with it (keep=)
@@ -349,7 +351,7 @@ async def _run_remote(
         nonlocal submitted
         while submitted < len(chunks) and len(in_flight) < window and state.stopped is None:
             rows = chunks[submitted]
-            items = [(i, cases.cases[i].inputs) for i in rows]
+            items = [(i, cases.cases[i].inputs, cases.cases[i].sample) for i in rows]
             future = client.submit(
                 _run_chunk,
                 flow_data,

@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
+from nbflow._engine.caching import SAMPLE
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
 from nbflow._store.batch_store import BatchStore, UnstorableValue
@@ -61,7 +64,7 @@ class Options:
     outputs: Iterable[str] | str | None
     flatten: bool
     store: str | os.PathLike[str] | BatchStore | None
-    resume: bool
+    resume: bool | str  # True, False or "strict"
     retry_failed: bool
     batch_id: str | None
     store_secrets: bool
@@ -73,6 +76,10 @@ class Options:
     chunk_size: int | None = None
     keep: str = "failed"  # which rows keep their full run record: "failed" | "all" | "none" (nbflow/_batch/runs.py)
     keep_limit: int = KEEP_LIMIT
+    experiment: str | None = None
+    notes: str | None = None
+    cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
+    max_cooldowns: int = 3
 
 
 @dataclass(slots=True)
@@ -88,6 +95,9 @@ class State:
     frame: pd.DataFrame | None = None
     running: dict[int, Run] = field(default_factory=dict)
     archive: RunArchive | None = None
+    cooldowns: list[dict[str, Any]] = field(default_factory=list)  # circuit breaker pauses, in order
+    fingerprint: str | None = None  # the store's id of the flow's per-node fingerprints (rows remember it)
+    rerun: dict[str, int] = field(default_factory=dict)  # resume: changed node -> rows it made run again
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -110,10 +120,7 @@ async def run_rows(
     graph = flow.graph
     results = state.results
     pending = iter(todo)
-    breaker = opts.max_consecutive_failures
-    consecutive = 0
-    last_error = ""
-    stop = False
+    breaker = Breaker(state, progress, flow._clock)
     row_timeout = opts.row_timeout
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
@@ -126,6 +133,7 @@ async def run_rows(
         run = Run(flow.name, f"{prefix}-{case.index}", case.inputs, case.plan.nodes)
         run.graph = graph
         run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
+        SAMPLE.set(case.sample)  # this worker task's context: the keys of cache="per-sample" nodes
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
         timed_out = False
         if row_timeout is None:
@@ -140,17 +148,25 @@ async def run_rows(
         return run, timed_out
 
     async def worker() -> None:
-        nonlocal consecutive, stop, last_error
-        for i in pending:
-            if stop:
+        while True:
+            admitted = True if breaker.flowing() else await breaker.admit()  # waits while cooling down
+            if not admitted:
+                return
+            i = next(pending, None)
+            if i is None:
+                breaker.release(admitted)
                 return
             case = cases.cases[i]
             progress.in_flight += 1
+            used: list[tuple[Any, Any]] = []
+            ROW.set(used)  # nf.usage() inside the row's nodes adds here
             try:
                 run, timed_out = await one(case)
             finally:
                 progress.in_flight -= 1
             result = _result(case, run, cases.outputs, timeout=row_timeout if timed_out else None)
+            if used:
+                result.update(row_usage(used))
             results[i] = result
             kept = False
             if archive is not None and archive.wants(result["status"]):
@@ -171,23 +187,14 @@ async def run_rows(
             )
             if result["status"] == "paused":
                 progress.paused += 1
-                consecutive = 0
             elif result["status"] == "succeeded":
                 progress.succeeded += 1
-                consecutive = 0
             else:
                 progress.failed += 1
-                consecutive += 1
-                last_error = f"{result['error_type']}: {result['error_message']}"
-            if store_failed is not None and not stop:
-                stop = True
+            if store_failed is not None and state.stopped is None:
                 state.stopped = store_failed
-            if breaker is not None and consecutive >= breaker and not stop:
-                stop = True
-                state.stopped = (
-                    f"circuit breaker: {consecutive} consecutive rows failed (max_consecutive_failures={breaker}); "
-                    f"last error: {clip(last_error)}"
-                )
+            ok = result["status"] in ("succeeded", "paused")  # a paused row waits for a person: no failure
+            breaker.finished(ok, admitted, "" if ok else f"{result['error_type']}: {result['error_message']}")
 
     async def refresh() -> None:
         # Also wakes the loop 4x/s, which keeps a kernel interrupt prompt (ipykernel #881).
@@ -210,12 +217,12 @@ async def run_rows(
                 state.stopped = f"timeout: the batch did not finish within {opts.timeout}s"
                 await _cancel(tasks)
     except BaseException as exc:
-        await _cancel([*tasks, refresher])
+        await _cancel([*tasks, refresher, *breaker.tasks()])
         outcome = stopped_by(exc, state, progress, renderer, flow.name)
         if outcome is exc:
             raise
         raise outcome from exc
-    await _cancel([refresher])
+    await _cancel([refresher, *breaker.tasks()])
     end_batch(state, progress, renderer, state.stopped)
     stop_warning(state, store is not None)
 
@@ -248,6 +255,8 @@ def save_row(
                 secret_columns=secret,
                 secrets=secrets,
                 run=run,
+                key=state.cases.cases[i].key,
+                fingerprint=state.fingerprint,
             )
         except UnstorableValue as exc:
             column = exc.column
@@ -268,6 +277,8 @@ def save_row(
                 secret_columns=secret,
                 secrets=secrets,
                 run=run,
+                key=state.cases.cases[i].key,
+                fingerprint=state.fingerprint,
             )
     except StoreError as exc:
         return f"StoreError: row {i} could not be written, so the batch stopped: {exc}"
@@ -430,6 +441,11 @@ def _frame(state: State) -> pd.DataFrame:
         r if r is not None else unfinished(c, cases.outputs, None)
         for r, c in zip(state.results, cases.cases, strict=False)
     ]
+    if any(USAGE_COLUMNS[0] in r for r in records):  # some node reported usage: every finished row counts
+        columns += USAGE_COLUMNS
+        for r in records:
+            if USAGE_COLUMNS[0] not in r and r["status"] in FINISHED:
+                r.update(dict.fromkeys(USAGE_COLUMNS, 0))
     frame = pd.DataFrame.from_records(records, columns=columns) if records else pd.DataFrame(columns=columns)
     if cases.index is not None:
         frame.index = cases.index
@@ -446,7 +462,11 @@ def _frame(state: State) -> pd.DataFrame:
             "batch_id": state.batch_id,
             "outputs": list(cases.outputs),
             "grid": list(cases.grid_keys),
+            "variants": {k: dict(v) for k, v in cases.variants.items()},
+            "repeats": cases.repeats,
+            "experiment": state.opts.experiment,
             "stopped": state.stopped,
+            "cooldowns": list(state.cooldowns),
             "counts": {str(k): int(v) for k, v in counts.items()},
         }
     )

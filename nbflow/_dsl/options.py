@@ -126,9 +126,11 @@ def node_options(
                 )
         options["uses"] = tuple(dict.fromkeys(names))
     if cache is not None:
-        if not isinstance(cache, bool):
+        if not isinstance(cache, bool) and cache != "per-sample":
+            hint = _suggest(cache, ("per-sample",)) if isinstance(cache, str) else ""
             raise FlowDefinitionError(
-                f"{where}: cache={cache!r}; give True (cache this node), False (never) or None (the flow's default)"
+                f"{where}: cache={cache!r}{hint}; give True (cache this node), False (never), 'per-sample' (not "
+                f"deterministic: one entry per batch repeat, see repeats=) or None (the flow's default)"
             )
         if cache and spec.flow is not None:
             raise FlowDefinitionError(

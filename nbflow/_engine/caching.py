@@ -18,6 +18,7 @@ not ``nf.Default`` recoveries, not nodes that asked a person (``nf.ask``), not m
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 import warnings
 from collections.abc import Mapping
@@ -33,7 +34,19 @@ from nbflow._engine.fingerprint import Unhashable, code_fingerprint, digest, glo
 from nbflow._graph.graph import BoundResource, Dep, GNode, Graph
 from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["CacheBackend", "CachePlan", "CacheSession", "Unstorable", "plan_cache"]
+__all__ = [
+    "PER_SAMPLE",
+    "SAMPLE",
+    "CacheBackend",
+    "CachePlan",
+    "CacheSession",
+    "Unstorable",
+    "node_fingerprints",
+    "plan_cache",
+]
+
+
+PER_SAMPLE = "per-sample"  # @flow.node(cache="per-sample"): not deterministic, one entry per repeat
 
 
 class Unstorable(Exception):
@@ -56,6 +69,7 @@ class CachePlan:
     flow: str
     validate: bool
     nodes: frozenset[str]
+    per_sample: frozenset[str] = frozenset()
     _fingerprints: dict[str, str | None] = field(default_factory=dict)
     _warned: set[tuple[str, str]] = field(default_factory=set)
     _inflight: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=dict)
@@ -92,11 +106,14 @@ def plan_cache(graph: Graph, backend: CacheBackend | None, default: bool, valida
     Sub-flow nodes are never cached as a whole (their own flow's cache covers their nodes).
     """
     nodes = frozenset(
-        name for name, g in graph.nodes.items() if g.spec.flow is None and g.spec.options.get("cache", default) is True
+        name
+        for name, g in graph.nodes.items()
+        if g.spec.flow is None and g.spec.options.get("cache", default) in (True, PER_SAMPLE)
     )
     if not nodes or backend is None:
         return None
-    return CachePlan(backend, graph.name, validate, nodes)
+    per_sample = frozenset(n for n in nodes if graph.nodes[n].spec.options.get("cache") == PER_SAMPLE)
+    return CachePlan(backend, graph.name, validate, nodes, per_sample)
 
 
 def _node_fingerprint(flow: str, validate: bool, g: GNode) -> str:
@@ -179,6 +196,8 @@ class CacheSession:
         if fp is None:
             return None
         parts: list[Any] = [fp, globals_fingerprint(g.spec.func)]
+        if name in self.plan.per_sample:
+            parts.append(("sample", SAMPLE.get()))
         for dep in g.deps:
             if dep.param not in kwargs:
                 parts.append((dep.param, "default"))
@@ -256,3 +275,31 @@ class CacheSession:
         path = self.run._path + rec.name
         # A node that asked a person: its output holds their answer, which the key does not.
         return not any(p == path or p.startswith((path + "[", path + "@")) for p, _ in self.run._root._ask_counts)
+
+
+# --- the flow's fingerprint per node, for batch stores (resume) --------------------------------------
+def node_fingerprints(graph: Graph, validate: bool) -> dict[str, str | None]:
+    """Each node's fingerprint as the cache computes it (code, declaration, simple globals it reads).
+
+    A sub-flow node counts by its own flow's fingerprints; a node whose code cannot be read is None
+    (a batch store then treats it as changed: it cannot tell). The same rule as cache keys, so a
+    batch resumed after an edit re-runs exactly what a cache would.
+    """
+    out: dict[str, str | None] = {}
+    for name, g in graph.nodes.items():
+        sub = g.spec.flow
+        try:
+            if sub is not None:
+                out[name] = digest(
+                    ("subflow", g.spec.output, sorted(node_fingerprints(sub.graph, sub.validate).items()))
+                )
+            else:
+                out[name] = digest((_node_fingerprint(graph.name, validate, g), globals_fingerprint(g.spec.func)))
+        except Unhashable:
+            out[name] = None
+    return out
+
+
+# The repeat index of the batch row being run (``flow.batch(..., repeats=N)``); None outside one.
+# Part of the key of nodes declared ``cache="per-sample"`` (not deterministic): each sample is its own call.
+SAMPLE: contextvars.ContextVar[int | None] = contextvars.ContextVar("nbflow_sample", default=None)

@@ -254,6 +254,7 @@ def _call_in_fresh_thread(
         await _boxed(make, box)
 
     def target() -> None:
+        _forget_running_library()
         try:
             anyio.run(main_in_thread)
         except BaseException as exc:
@@ -282,6 +283,14 @@ def _call_in_fresh_thread(
         _reraise(interrupted(exc), exc)
     thread.join()
     return _unbox(box, interrupted, cancelled)
+
+
+def _forget_running_library() -> None:
+    """In the copied context sniffio (installed with httpx, openai) still says "asyncio is running",
+    and anyio.run would refuse to start this thread's own loop: this thread runs none yet."""
+    sniffio = sys.modules.get("sniffio")
+    if sniffio is not None:
+        sniffio.current_async_library_cvar.set(None)
 
 
 def _reraise(error: BaseException, cause: BaseException) -> NoReturn:

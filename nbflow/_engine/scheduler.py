@@ -22,6 +22,7 @@ import anyio
 
 from nbflow._core.events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunPaused, RunStarted
 from nbflow._core.states import NODE_FINAL, NodeStatus, RunStatus
+from nbflow._core.usage import CURRENT_NODE
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
 from nbflow._engine.ask import ACTIVE, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
@@ -222,6 +223,7 @@ class _Scheduler:
             while name is not None:
                 g = nodes[name]
                 where.node = records[name]
+                CURRENT_NODE.set(where.node)  # nf.usage(): this task's (and its threads') node
                 if special:  # error strategies decide what the node receives
                     await self.execute_with_policy(g, records[name])
                 else:

@@ -166,7 +166,7 @@ class Flow:
         on_error: OnError = "fail",
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
-        cache: bool | None = None,
+        cache: bool | str | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -186,7 +186,7 @@ class Flow:
         on_error: OnError = "fail",
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
-        cache: bool | None = None,
+        cache: bool | str | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -204,7 +204,8 @@ class Flow:
         ``nf.ErrorInfo``); ``uses="llm"`` (or a list) takes the flow's named limits per attempt.
 
         ``cache=False`` never caches this node (non-deterministic or side effects); ``cache=True``
-        caches it even when the flow's cache is off (then in memory). See docs/caching.md.
+        caches it even when the flow's cache is off (then in memory); ``cache="per-sample"`` marks it
+        not deterministic: cached once per repeat of ``flow.batch(..., repeats=N)``. See docs/caching.md.
         """
 
         register = self._register(
@@ -289,7 +290,7 @@ class Flow:
         on_error: OnError = "fail",
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
-        cache: bool | None = None,
+        cache: bool | str | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 

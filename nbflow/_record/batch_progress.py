@@ -46,6 +46,11 @@ class BatchProgress:
     finished_at: float | None = None
     stopped: str | None = None
     clock: Callable[[], float] = time.monotonic
+    paused_until: float | None = None
+    """While the circuit breaker cools down: when new rows may start again (on ``pause_clock``)."""
+    pause_clock: Callable[[], float] = time.monotonic
+    cooldowns: int = 0
+    max_cooldowns: int = 0
 
     @property
     def done(self) -> int:
@@ -82,6 +87,12 @@ class BatchProgress:
             parts.append(f"{self.resumed} from store")
         if self.finished_at is None:
             parts.append(f"{self.in_flight} in flight")
+            if self.paused_until is not None:
+                left = max(self.paused_until - self.pause_clock(), 0.0)
+                parts.append(
+                    f"paused: cool-down {self.cooldowns}/{self.max_cooldowns} after failures in a row, "
+                    f"{seconds_text(left)} left"
+                )
         rate = self.rate
         if rate is not None:
             parts.append(f"{rate:.1f} rows/s")

@@ -45,6 +45,8 @@ class Attempt:
     finished_at: float | None = None
     error: BaseException | None = None
     delay: float | None = None
+    usage: Any = None
+    """What ``nf.usage(...)`` recorded during this try (an ``nbflow._core.usage.Usage``), or None."""
 
     @property
     def duration(self) -> float | None:

@@ -4,12 +4,19 @@ One file, WAL journal, one transaction per finished row, so a process killed mid
 most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
 the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
-Schema (version 1; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
+Schema (version 2; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
 
-    nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '1' (shared with checkpoints)
-    batches(batch_id TEXT PK, flow TEXT, created_at REAL, n_rows INTEGER, columns TEXT)
-    batch_rows(batch_id TEXT, row_index INTEGER, run_id TEXT, status TEXT, finished_at REAL,
-               data TEXT,  PK(batch_id, row_index))
+    nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '2' (shared with checkpoints)
+    batches(batch_id TEXT PK, flow TEXT, created_at REAL, n_rows INTEGER, columns TEXT, meta TEXT)
+    batch_rows(batch_id TEXT, case_key TEXT, row_index INTEGER, run_id TEXT, status TEXT,
+               finished_at REAL, fingerprint TEXT, data TEXT,  PK(batch_id, case_key))
+    flow_fingerprints(fingerprint TEXT PK, nodes TEXT)   node -> fingerprint (JSON), shared by rows
+
+A row is found by ``case_key``, a digest of its content (row values + grid combination + repeat),
+never by its position; ``fingerprint`` names the flow's per-node fingerprints it was computed with,
+so a resume re-runs exactly the rows that depend on an edited node. ``meta`` is the experiment
+record (name, notes, grid, counts, summary...). Version 1 files are migrated in place when opened:
+their rows keep a ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
 
 ``data`` is a JSON object, column -> value. Values JSON keeps exactly (str, int, float, bool,
 None, and lists / str-keyed dicts of those) are stored as JSON; anything else (tuples, pydantic
@@ -22,6 +29,7 @@ yourself; ``load(..., unpickle=False)`` leaves pickled values as an opaque marke
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import os
@@ -42,9 +50,10 @@ if TYPE_CHECKING:
 
     from nbflow._record.run import Run
 
-__all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
+__all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+LEGACY_KEY = "row:"  # case_key prefix of rows migrated from version 1 (no content key yet)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,17 +62,43 @@ CREATE TABLE IF NOT EXISTS batches (
     flow       TEXT NOT NULL,
     created_at REAL NOT NULL,
     n_rows     INTEGER NOT NULL,
-    columns    TEXT NOT NULL
+    columns    TEXT NOT NULL,
+    meta       TEXT
 );
 CREATE TABLE IF NOT EXISTS batch_rows (
     batch_id    TEXT NOT NULL REFERENCES batches(batch_id),
+    case_key    TEXT NOT NULL,
     row_index   INTEGER NOT NULL,
     run_id      TEXT,
     status      TEXT NOT NULL,
     finished_at REAL NOT NULL,
+    fingerprint TEXT,
     data        TEXT NOT NULL,
-    PRIMARY KEY (batch_id, row_index)
+    PRIMARY KEY (batch_id, case_key)
 );
+CREATE TABLE IF NOT EXISTS flow_fingerprints (fingerprint TEXT PRIMARY KEY, nodes TEXT NOT NULL);
+"""
+
+# Version 1 -> 2: rows keyed by content (old rows get "row:<index>"), per-node fingerprints, experiment meta.
+_MIGRATE_1 = """
+ALTER TABLE batches ADD COLUMN meta TEXT;
+ALTER TABLE batch_rows RENAME TO batch_rows_v1;
+CREATE TABLE batch_rows (
+    batch_id    TEXT NOT NULL REFERENCES batches(batch_id),
+    case_key    TEXT NOT NULL,
+    row_index   INTEGER NOT NULL,
+    run_id      TEXT,
+    status      TEXT NOT NULL,
+    finished_at REAL NOT NULL,
+    fingerprint TEXT,
+    data        TEXT NOT NULL,
+    PRIMARY KEY (batch_id, case_key)
+);
+INSERT INTO batch_rows SELECT batch_id, 'row:' || row_index, row_index, run_id, status, finished_at, NULL, data
+    FROM batch_rows_v1;
+DROP TABLE batch_rows_v1;
+CREATE TABLE IF NOT EXISTS flow_fingerprints (fingerprint TEXT PRIMARY KEY, nodes TEXT NOT NULL);
+UPDATE nbflow_meta SET value = '2' WHERE key = 'batch_schema';
 """
 
 _PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
@@ -88,6 +123,10 @@ class StoredRow:
     status: str
     finished_at: float
     data: dict[str, Any]
+    key: str = ""
+    """The row's content key (``row:<index>`` for a row stored by nbflow < 0.2, before keys)."""
+    fingerprints: dict[str, str | None] | None = None
+    """Each node's fingerprint when the row ran (None: not recorded, a row of an older store)."""
 
 
 class BatchStore:
@@ -115,10 +154,18 @@ class BatchStore:
         self.lock_wait = lock_wait
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
         self._runs_ready = False  # the checkpoint tables exist (created with the first run written)
+        self._fingerprints: dict[str, dict[str, str | None]] = {}  # fingerprint -> nodes, read back once
         self._db = open_db(self.path, timeout=timeout)
         try:
-            self._db.executescript(_SCHEMA)
+            self._db.execute("CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
+            if row is not None and row[0] == "1":
+                with self._transaction():  # all or nothing: a failed migration leaves the file as it was
+                    for statement in _MIGRATE_1.split(";"):
+                        if statement.strip():
+                            self._db.execute(statement)
+                row = ("2",)
+            self._db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             self._db.close()
             raise store_error(exc, self.path, 5.0) from None
@@ -134,19 +181,75 @@ class BatchStore:
     # --- batches -----------------------------------------------------------------------------------
     def batch_info(self, batch_id: str) -> dict[str, Any] | None:
         row = self._db.execute(
-            "SELECT flow, created_at, n_rows, columns FROM batches WHERE batch_id = ?", (batch_id,)
+            "SELECT flow, created_at, n_rows, columns, meta FROM batches WHERE batch_id = ?", (batch_id,)
         ).fetchone()
         if row is None:
             return None
-        return {"flow": row[0], "created_at": row[1], "n_rows": row[2], "columns": json.loads(row[3])}
+        meta = json.loads(row[4]) if row[4] else {}
+        return {"flow": row[0], "created_at": row[1], "n_rows": row[2], "columns": json.loads(row[3]), "meta": meta}
 
-    def begin_batch(self, batch_id: str, flow: str, n_rows: int, columns: Iterable[str]) -> None:
-        """Record the batch (idempotent for the same batch)."""
+    def begin_batch(
+        self,
+        batch_id: str,
+        flow: str,
+        n_rows: int,
+        columns: Iterable[str],
+        *,
+        fingerprints: Mapping[str, str | None] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Record the batch (again: its rows, columns and meta are updated); returns the fingerprint id.
+
+        ``fingerprints`` (node -> fingerprint) are kept once per distinct set; rows written with the
+        returned id remember what code computed them.
+        """
+        fp = None
         self.identity.check()
-        self._retrying(
-            "INSERT OR IGNORE INTO batches(batch_id, flow, created_at, n_rows, columns) VALUES (?, ?, ?, ?, ?)",
-            (batch_id, flow, time.time(), n_rows, json.dumps(list(columns))),
-        )
+        with self._transaction():
+            if fingerprints is not None:
+                nodes = json.dumps(dict(sorted(fingerprints.items())))
+                fp = hashlib.sha256(nodes.encode()).hexdigest()[:24]
+                self._db.execute(
+                    "INSERT OR IGNORE INTO flow_fingerprints(fingerprint, nodes) VALUES (?, ?)", (fp, nodes)
+                )
+            old = self.batch_info(batch_id)
+            merged = {**(old["meta"] if old else {}), **(meta or {})}
+            text = json.dumps(merged, default=repr) if merged else None
+            if old is None:
+                self._db.execute(
+                    "INSERT INTO batches(batch_id, flow, created_at, n_rows, columns, meta) VALUES (?, ?, ?, ?, ?, ?)",
+                    (batch_id, flow, time.time(), n_rows, json.dumps(list(columns)), text),
+                )
+            else:
+                self._db.execute(
+                    "UPDATE batches SET n_rows = ?, columns = ?, meta = ? WHERE batch_id = ?",
+                    (n_rows, json.dumps(list(columns)), text, batch_id),
+                )
+        return fp
+
+    def update_meta(self, batch_id: str, meta: Mapping[str, Any], columns: Iterable[str] | None = None) -> None:
+        """Merge ``meta`` into the batch's experiment record (and replace its columns, if given)."""
+        with self._transaction():
+            old = self.batch_info(batch_id)
+            if old is None:
+                raise StoreError(f"store {self.path!r} has no batch {batch_id!r}")
+            text = json.dumps({**old["meta"], **meta}, default=repr)
+            cols = json.dumps(list(columns)) if columns is not None else json.dumps(old["columns"])
+            self._db.execute("UPDATE batches SET meta = ?, columns = ? WHERE batch_id = ?", (text, cols, batch_id))
+
+    def fingerprints(self, fingerprint: str | None) -> dict[str, str | None] | None:
+        """The per-node fingerprints stored under ``fingerprint`` (None if unknown)."""
+        if fingerprint is None:
+            return None
+        found = self._fingerprints.get(fingerprint)
+        if found is None:
+            row = self._db.execute(
+                "SELECT nodes FROM flow_fingerprints WHERE fingerprint = ?", (fingerprint,)
+            ).fetchone()
+            if row is None:
+                return None
+            found = self._fingerprints[fingerprint] = json.loads(row[0])
+        return found
 
     def delete_batch(self, batch_id: str) -> None:
         """Forget the batch and its rows."""
@@ -175,12 +278,16 @@ class BatchStore:
         secret_columns: Iterable[str] = (),
         secrets: Iterable[str] = (),
         run: Run | None = None,
+        key: str | None = None,
+        fingerprint: str | None = None,
     ) -> None:
         """Write one finished row in its own transaction (replacing an earlier try of the same row).
 
         ``secrets``: the texts of the row's secret values; they are redacted wherever they appear
         (an output built from a key, an error message, a traceback). With ``run``, its whole record goes
-        in the same transaction (``nf.load_run(path, run_id)`` reads it).
+        in the same transaction (``nf.load_run(path, run_id)`` reads it). ``key`` identifies the row by
+        content (default ``row:<index>``, by position); ``fingerprint`` is the id ``begin_batch`` returned
+        for the flow that computed it.
 
         Raises UnstorableValue (nothing written) for a value that cannot be encoded, StoreError when
         the file cannot be written: locked for longer than ``lock_wait`` (retried until then), disk
@@ -188,10 +295,10 @@ class BatchStore:
         """
         text = encode_row(data, secret_columns, Redactor(secrets))
         self.identity.check()
-        args = (batch_id, index, run_id, status, time.time(), text)
+        args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
         self._retrying(
-            "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO batch_rows(batch_id, case_key, row_index, run_id, status, finished_at, "
+            "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             args,
             run,
         )
@@ -220,16 +327,37 @@ class BatchStore:
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path, self.timeout) from None
 
+    def reindex(self, batch_id: str, positions: Mapping[str, int]) -> None:
+        """Move rows (content key -> row index) to their position in the latest call of the batch."""
+        with self._transaction():
+            self._db.executemany(
+                "UPDATE batch_rows SET row_index = ? WHERE batch_id = ? AND case_key = ?",
+                [(index, batch_id, key) for key, index in positions.items()],
+            )
+
+    def rekey(self, batch_id: str, keys: Mapping[str, str]) -> None:
+        """Give rows new content keys (old key -> new), e.g. rows migrated from a version 1 store."""
+        with self._transaction():
+            self._db.executemany(
+                "UPDATE OR IGNORE batch_rows SET case_key = ? WHERE batch_id = ? AND case_key = ?",
+                [(new, batch_id, old) for old, new in keys.items()],
+            )
+
     def rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> dict[int, StoredRow]:
         """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``.
 
         A row that cannot be decoded (e.g. a pickled object whose class no longer exists) raises
         StoreError, or is left out with ``skip_unreadable=True`` (its index is in ``self.unreadable``).
         """
-        out: dict[int, StoredRow] = {}
+        return {r.index: r for r in self.stored_rows(batch_id, unpickle=unpickle, skip_unreadable=skip_unreadable)}
+
+    def stored_rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> list[StoredRow]:
+        """Every finished row of a batch with its content key and fingerprints, in row order (see ``rows``)."""
+        out: list[StoredRow] = []
         self.unreadable = {}
-        for index, run_id, status, finished_at, text in self._db.execute(
-            "SELECT row_index, run_id, status, finished_at, data FROM batch_rows WHERE batch_id = ? ORDER BY row_index",
+        for index, run_id, status, finished_at, text, key, fp in self._db.execute(
+            "SELECT row_index, run_id, status, finished_at, data, case_key, fingerprint FROM batch_rows "
+            "WHERE batch_id = ? ORDER BY row_index, finished_at",
             (batch_id,),
         ):
             try:
@@ -246,7 +374,7 @@ class BatchStore:
                     ) from exc
                 self.unreadable[index] = why
                 continue
-            out[index] = StoredRow(index, run_id, status, finished_at, data)
+            out.append(StoredRow(index, run_id, status, finished_at, data, key, self.fingerprints(fp)))
         return out
 
     def load(self, batch_id: str, *, unpickle: bool = True) -> pd.DataFrame:
@@ -257,8 +385,11 @@ class BatchStore:
         if info is None:
             known = ", ".join(repr(b["batch_id"]) for b in self.batches()) or "(none)"
             raise StoreError(f"store {self.path!r} has no batch {batch_id!r}; batches: {known}")
-        rows = self.rows(batch_id, unpickle=unpickle)
-        frame = pd.DataFrame([r.data for r in rows.values()], index=list(rows), columns=info["columns"])
+        rows = self.stored_rows(batch_id, unpickle=unpickle)  # every row, even two at one index
+        columns = list(info["columns"])
+        for r in rows:  # columns a row added (usage) that the batch did not list up front
+            columns.extend(k for k in r.data if k not in columns)
+        frame = pd.DataFrame([r.data for r in rows], index=[r.index for r in rows], columns=columns)
         frame.index.name = "row"
         return frame
 

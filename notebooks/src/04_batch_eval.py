@@ -147,3 +147,78 @@ again = flow.batch(cases, grid={"prompt": list(PROMPTS)}, outputs=["completion",
 print("same results:", again.drop(columns="latency").equals(first.drop(columns="latency")))
 with nf.BatchStore(db) as store:
     print([(b["flow"], b["n_rows"], b["finished"]) for b in store.batches()])
+
+# %% [markdown]
+# ## Two prompt versions, compared, with cost
+#
+# `grid={"template": {"v1": ..., "v2": ...}}` names the variants: the column holds the name, the node
+# gets the text, and `df.attrs["variants"]` keeps the mapping. Inside the model call, `nf.usage(...)`
+# reports tokens and cost (an OpenAI response object works too: `nf.usage(response)`); every row gets
+# `input_tokens`, `output_tokens` and `cost`, and attempts that failed are counted apart in
+# `failed_tokens` / `failed_cost` (they cost money too). With a store, the batch is a named experiment.
+
+# %%
+PRICE_IN, PRICE_OUT = 0.15 / 1e6, 0.60 / 1e6  # dollars per token of a small model
+VERSIONS = {"v1": PROMPTS["terse"], "v2": PROMPTS["steps"]}
+
+versions = nf.Flow("prompt_versions")
+
+@versions.node
+def rendered(question: str, template: str) -> str:
+    return template.format(question=question)
+
+@versions.node(retry=nf.Retry(attempts=2, backoff=0))
+async def answer(rendered: str) -> str:
+    tokens_in = 4 * len(rendered.split())  # a stand-in tokenizer
+    try:
+        text = await fake_llm(rendered)
+    except TimeoutError:
+        nf.usage(input_tokens=tokens_in, cost=tokens_in * PRICE_IN, model="fake-small")  # billed anyway
+        raise
+    tokens_out = 4 * len(text.split())
+    nf.usage(input_tokens=tokens_in, output_tokens=tokens_out, cost=tokens_in * PRICE_IN + tokens_out * PRICE_OUT,
+             model="fake-small")
+    return text
+
+@versions.node
+def correct(answer: str, expected: str) -> bool:
+    return re.search(rf"(?<![\d-]){re.escape(expected)}(?!\d)", answer) is not None
+
+db2 = Path(tempfile.mkdtemp()) / "experiments.db"
+ab = versions.batch(
+    cases,
+    grid={"template": VERSIONS},
+    outputs=["answer", "correct"],
+    store=db2,
+    experiment="terse-vs-steps",
+    notes="v2 asks for step-by-step reasoning",
+    progress=False,
+)
+print(sorted(ab.attrs["variants"]["template"]), ab["template"].value_counts().to_dict())
+
+# %% [markdown]
+# Per variant: the score with a 95% interval (Wilson's, as `correct` is a rate), tokens and dollars.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_variant = nf.summarize(ab, scores="correct")
+per_variant[["rows", "failed", "correct_mean", "correct_ci_low", "correct_ci_high",
+             "input_tokens_total", "output_tokens_total", "cost_total", "cost_mean", "failed_cost_total"]]
+
+# %% [markdown]
+# `nf.compare` matches the cases by content (here: the row columns) and says what changed from v1 to v2,
+# worst first: newly failing, regressed, ... fixed, improved, unchanged.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+diff = nf.compare(ab, "v1", "v2", by="template", scores="correct")
+print(diff.attrs["summary"])
+diff[["case_id", "question", "correct_a", "correct_b", "change"]].head(6)
+
+# %% [markdown]
+# The store keeps every experiment: list them, or load one back (after a restart too).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(nf.experiments(db2)[["experiment", "flow", "rows", "succeeded", "failed", "notes", "cost"]].round(6).to_string())
+print(nf.load_batch(db2, "terse-vs-steps").shape)

@@ -96,7 +96,9 @@ def test_outputs_limit_what_runs():
 
 def test_grid_runs_every_row_with_every_combination_and_keys_become_columns():
     flow = qa_flow()
-    df = flow.batch(ROWS, grid={"prompt": ["p1", "p2"], "model": ["m1", "m2", "m3"]}, outputs=["answer"])
+    df = flow.batch(
+        ROWS, grid={"prompt": ["p1", "p2"], "model": ["m1", "m2", "m3"]}, labels=["model"], outputs=["answer"]
+    )
     assert len(df) == 3 * 2 * 3
     assert df[["question", "prompt", "model"]].head(6).values.tolist() == [
         ["a", "p1", "m1"],
@@ -106,7 +108,7 @@ def test_grid_runs_every_row_with_every_combination_and_keys_become_columns():
         ["a", "p2", "m2"],
         ["a", "p2", "m3"],
     ]
-    # "prompt" feeds the flow, "model" is not an input: carried as a column only
+    # "prompt" feeds the flow, "model" is declared a label (not an input): carried as a column only
     assert df.loc[3, "answer"] == "p2:a"
     assert df.attrs["grid"] == ["prompt", "model"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -68,13 +69,16 @@ def test_running_the_same_batch_without_resume_refuses_to_overwrite(tmp_path):
     assert len(df) == 2
 
 
-def test_explicit_batch_id_and_a_row_count_clash(tmp_path):
+def test_an_explicit_batch_id_resumes_a_subset_of_the_rows_by_content(tmp_path):
     db = tmp_path / "runs.db"
-    flow = counting_flow([])
+    calls: list[int] = []
+    flow = counting_flow(calls)
     df = flow.batch(ROWS, store=db, batch_id="eval-1")
     assert df.attrs["batch_id"] == "eval-1"
-    with pytest.raises(nf.StoreError, match="holds batch 'eval-1' with 6 rows, this batch has 2"):
-        flow.batch(ROWS[:2], store=db, batch_id="eval-1", resume=True)
+    calls.clear()
+    again = flow.batch(ROWS[4:1:-1], store=db, batch_id="eval-1", resume=True)  # rows 4, 3, 2: fewer, reordered
+    assert calls == []
+    assert [w["i"] for w in again["work"]] == [4, 3, 2]
 
 
 def test_secret_looking_columns_are_not_stored_unless_asked(tmp_path):
@@ -111,19 +115,23 @@ def test_secret_looking_columns_are_not_stored_unless_asked(tmp_path):
 
 KILLED = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, collections, json, os, sys
     import nbflow as nf
 
     flow = nf.Flow("killed")
+    CALLS = collections.deque()  # not plain data: not part of the node's fingerprint
 
     @flow.node
     async def work(i: int) -> int:
-        if i >= 7:
+        CALLS.append(i)
+        if i >= 7 and os.environ.get("BLOCK"):
             print("row", i, "running", flush=True)
             await asyncio.sleep(600)  # the process is killed here
         return i * 100
 
-    flow.batch([{"i": i} for i in range(12)], concurrency=2, store=sys.argv[1], batch_id="b")
+    resume = not os.environ.get("BLOCK")
+    df = flow.batch([{"i": i} for i in range(12)], concurrency=2, store=sys.argv[1], batch_id="b", resume=resume)
+    print(json.dumps({"calls": sorted(CALLS), "work": df["work"].tolist(), "status": df["status"].tolist()}))
     """
 )
 
@@ -132,12 +140,13 @@ def test_a_process_killed_with_sigkill_loses_only_rows_in_flight_and_resume_fill
     db = tmp_path / "runs.db"
     script = tmp_path / "batch.py"
     script.write_text(KILLED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
         [sys.executable, str(script), str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env={**env, "BLOCK": "1"},
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().startswith("row 7 running")
@@ -145,23 +154,21 @@ def test_a_process_killed_with_sigkill_loses_only_rows_in_flight_and_resume_fill
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=20)
     assert proc.returncode == -signal.SIGKILL
+    proc.stdout.close()
+    assert proc.stderr is not None
+    proc.stderr.close()
 
     with nf.BatchStore(db) as store:
         saved = store.rows("b")
     assert sorted(saved) == list(range(7))
 
-    calls: list[int] = []
-    flow = nf.Flow("killed")
-
-    @flow.node
-    async def work(i: int) -> int:
-        calls.append(i)
-        return i * 100
-
-    df = flow.batch([{"i": i} for i in range(12)], concurrency=2, store=db, batch_id="b", resume=True)
-    assert sorted(calls) == [7, 8, 9, 10, 11]
-    assert df["work"].tolist() == [i * 100 for i in range(12)]
-    assert (df["status"] == "succeeded").all()
+    # The same code in a new process: the finished rows are reused (same fingerprints), the rest run.
+    out = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["calls"] == [7, 8, 9, 10, 11]
+    assert result["work"] == [i * 100 for i in range(12)]
+    assert result["status"] == ["succeeded"] * 12
 
 
 INTERRUPTED = textwrap.dedent(

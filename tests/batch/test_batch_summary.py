@@ -48,7 +48,7 @@ def test_summary_per_grid_variant():
 
 
 def test_summary_with_explicit_columns_several_keys_and_no_key():
-    df = scored_flow().batch(ROWS, grid={"prompt": ["exact", "terse"], "seed": [1, 2]})
+    df = scored_flow().batch(ROWS, grid={"prompt": ["exact", "terse"], "seed": [1, 2]}, labels=["seed"])
     two = nf.summarize(df, by=["prompt", "seed"], scores="exact")
     assert two.index.names == ["prompt", "seed"]
     assert list(two.columns) == [
@@ -60,6 +60,8 @@ def test_summary_with_explicit_columns_several_keys_and_no_key():
         "latency_p50",
         "latency_p95",
         "exact_mean",
+        "exact_ci_low",
+        "exact_ci_high",
     ]
     assert two.loc[("terse", 1), "failed"] == 1
     overall = nf.summarize(df, by=[], scores=["exact"])
@@ -83,3 +85,25 @@ def test_summary_errors_name_the_column():
         nf.summarize(df, by="promt")
     with pytest.raises(nf.BatchError, match="needs a batch result"):
         nf.summarize(pd.DataFrame({"x": [1]}))
+
+
+def test_intervals_wilson_for_rates_bootstrap_for_means():
+    frame = pd.DataFrame(
+        {
+            "status": ["succeeded"] * 10,
+            "latency": [0.1] * 10,
+            "ok": [True] * 8 + [False] * 2,
+            "score": [float(i) for i in range(10)],
+        }
+    )
+    s = nf.summarize(frame, by=[], scores=["ok", "score"])
+    assert (s.loc["all", "ok_ci_low"], s.loc["all", "ok_ci_high"]) == (0.4902, 0.9433)  # Wilson, 4 digits
+    low, high = s.loc["all", "score_ci_low"], s.loc["all", "score_ci_high"]
+    assert 2.5 < low < 4.5 < high < 6.5  # bootstrap of the mean 4.5
+    again = nf.summarize(frame, by=[], scores=["score"])
+    assert again.loc["all", "score_ci_low"] == low  # a fixed seed: the same interval every time
+    big = pd.DataFrame({"status": ["succeeded"] * 2000, "latency": [0.1] * 2000, "x": [0.0, 2.0] * 1000})
+    b = nf.summarize(big, by=[], scores="x", digits=None)
+    assert b.loc["all", "x_ci_low"] == pytest.approx(1 - 1.96 * 1.0005 / math.sqrt(2000), abs=1e-3)
+    with pytest.raises(nf.BatchError, match="confidence level"):
+        nf.summarize(frame, ci=95)

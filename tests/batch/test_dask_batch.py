@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -322,3 +323,24 @@ def test_row_timeout_and_outputs_hold_on_the_workers(client: Any) -> None:
     assert list(frame["status"]) == ["succeeded", "failed"]
     assert frame["error_type"].iloc[1] == "TimeoutError" and frame["error_node"].iloc[1] == "slow"
     assert frame["error_message"].iloc[1] == "the row did not finish within row_timeout=0.3s"
+
+
+def sampled(name: str = "dask-sampled") -> nf.Flow:
+    flow = nf.Flow(name, cache=True)
+
+    @flow.node(cache="per-sample")
+    def draw(x: int) -> str:
+        nf.usage(input_tokens=x, output_tokens=1, cost=0.5)  # reported on the worker
+        return uuid.uuid4().hex  # a different value per call: shows each sample is its own call
+
+    return flow
+
+
+def test_repeats_and_usage_hold_on_the_workers(client: Any) -> None:
+    flow = sampled()
+    remote = flow.batch([{"x": i} for i in range(3)], repeats=2, executor=client, chunk_size=2, progress=False)
+    assert remote["sample"].tolist() == [0, 1] * 3
+    assert remote["draw"].nunique() == 6  # per-sample keys travel to the workers
+    assert remote["input_tokens"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert remote["cost"].tolist() == [0.5] * 6
+    assert list(remote.columns[-5:]) == ["input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost"]

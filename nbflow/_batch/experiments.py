@@ -1,0 +1,215 @@
+"""Every batch with a store is an experiment: ``nf.experiments(db)`` lists them, ``nf.load_batch`` reloads one.
+
+An experiment is a batch row of the store (``batches.meta``): its name (``experiment=``, default the
+batch id), notes, the flow and its fingerprint, grid keys, variant names and values, outputs,
+repeats, when it started and ended, row counts per status, the per-variant summary
+(``nf.summarize``), why it stopped early, the cool-downs it took, and which changed nodes made a
+resume re-run rows. It is written when the batch begins and updated when it ends (also when it is
+interrupted: the finished rows and counts are kept).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from nbflow._batch.summary import summarize
+from nbflow._core.errors import BatchError, StoreError
+from nbflow._store.batch_store import BatchStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbflow._batch.rows import State
+
+__all__ = ["experiment_meta", "experiments", "load_batch", "record_experiment"]
+
+
+def experiment_meta(state: State) -> dict[str, Any]:
+    """What is known about the experiment when it begins."""
+    opts, cases = state.opts, state.cases
+    meta: dict[str, Any] = {
+        "experiment": opts.experiment or state.batch_id,
+        "grid": list(cases.grid_keys),
+        "variants": {k: {name: _plain(v) for name, v in vs.items()} for k, vs in cases.variants.items()},
+        "outputs": list(cases.outputs),
+        "repeats": cases.repeats,
+        "fingerprint": state.fingerprint,
+        "started_at": time.time(),
+    }
+    if opts.notes is not None:
+        meta["notes"] = opts.notes
+    return meta
+
+
+def record_experiment(state: State, store: BatchStore) -> None:
+    """Update the experiment at the end of the batch: counts, summary, stop reason, cool-downs, columns."""
+    assert state.batch_id is not None
+    frame = state.frame if state.frame is not None else state.build()
+    meta: dict[str, Any] = {
+        "finished_at": time.time(),
+        "fingerprint": state.fingerprint,
+        "counts": dict(frame.attrs.get("counts", {})),
+        "stopped": state.stopped,
+        "rerun": dict(state.rerun),
+        "cooldowns": list(getattr(state, "cooldowns", [])),
+    }
+    try:
+        summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
+        meta["summary"] = [
+            {str(k): _plain(v) for k, v in rec.items()} for rec in summary.reset_index().to_dict("records")
+        ]
+    except Exception as exc:  # a summary must never lose the batch
+        meta["summary_error"] = f"{type(exc).__name__}: {exc}"
+    store.update_meta(state.batch_id, meta, columns=[str(c) for c in frame.columns])
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-friendly stand-in (numbers, strings; anything else by its repr)."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return _plain(value.item())
+    except ImportError:  # pragma: no cover - pandas brings numpy
+        pass
+    return repr(value)
+
+
+def _open(db: str | os.PathLike[str] | BatchStore) -> tuple[BatchStore, bool]:
+    if isinstance(db, BatchStore):
+        return db, False
+    if not os.path.exists(os.fspath(db)):
+        raise StoreError(f"no store at {os.fspath(db)!r}; give the path a batch was run with (store=...)")
+    return BatchStore(db), True
+
+
+def experiments(db: str | os.PathLike[str] | BatchStore) -> pd.DataFrame:
+    """Every batch (experiment) in the store ``db``, oldest first, as a DataFrame.
+
+    Columns: ``experiment``, ``flow``, ``started``, ``finished`` (pandas timestamps, UTC), ``rows``,
+    ``succeeded``, ``failed``, ``not_finished``, ``grid``, ``variants`` (names), ``notes``,
+    ``fingerprint``, ``stopped``, ``cost`` (total, when the nodes reported usage) and ``batch_id``.
+    """
+    import pandas as pd
+
+    store, own = _open(db)
+    try:
+        records = []
+        for b in store.batches():
+            info = store.batch_info(b["batch_id"]) or {}
+            meta = info.get("meta", {})
+            counts = meta.get("counts", {})
+            ok, bad = counts.get("succeeded", 0), counts.get("failed", 0)
+            if not counts:  # interrupted before the end was recorded: count what the store holds
+                for r in store.stored_rows(b["batch_id"], unpickle=False):
+                    ok += r.status == "succeeded"
+                    bad += r.status == "failed"
+            cost = sum(float(s.get("cost_total") or 0.0) for s in meta.get("summary", []) if "cost_total" in s)
+            has_cost = any("cost_total" in s for s in meta.get("summary", []))
+            records.append(
+                {
+                    "experiment": meta.get("experiment", b["batch_id"]),
+                    "flow": b["flow"],
+                    "started": pd.Timestamp(b["created_at"], unit="s", tz="UTC"),
+                    "finished": pd.Timestamp(meta["finished_at"], unit="s", tz="UTC")
+                    if meta.get("finished_at")
+                    else pd.NaT,
+                    "rows": b["n_rows"],
+                    "succeeded": int(ok),
+                    "failed": int(bad),
+                    "not_finished": int(b["n_rows"] - ok - bad),
+                    "grid": meta.get("grid", []),
+                    "variants": {k: list(v) for k, v in meta.get("variants", {}).items()},
+                    "notes": meta.get("notes"),
+                    "fingerprint": meta.get("fingerprint"),
+                    "stopped": meta.get("stopped"),
+                    "cost": cost if has_cost else math.nan,
+                    "batch_id": b["batch_id"],
+                }
+            )
+    finally:
+        if own:
+            store.close()
+    columns = [
+        "experiment",
+        "flow",
+        "started",
+        "finished",
+        "rows",
+        "succeeded",
+        "failed",
+        "not_finished",
+        "grid",
+        "variants",
+        "notes",
+        "fingerprint",
+        "stopped",
+        "cost",
+        "batch_id",
+    ]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: bool = True) -> pd.DataFrame:
+    """The result frame of experiment ``name`` (or batch id) from the store, rows in their batch order.
+
+    ``frame.attrs`` holds what ``flow.batch`` set (flow, batch_id, outputs, grid, variants, counts,
+    experiment, notes), so ``nf.summarize`` and ``nf.compare`` work on it as on a fresh result.
+    Rows never finished are absent. ``unpickle=False`` leaves pickled values as a marker (a store
+    you did not write yourself).
+    """
+    store, own = _open(db)
+    try:
+        batch_id = _find(store, name)
+        info = store.batch_info(batch_id)
+        assert info is not None
+        frame = store.load(batch_id, unpickle=unpickle)
+    finally:
+        if own:
+            store.close()
+    meta = info["meta"]
+    frame.attrs.update(
+        {
+            "flow": info["flow"],
+            "batch_id": batch_id,
+            "outputs": meta.get("outputs", []),
+            "grid": meta.get("grid", []),
+            "variants": meta.get("variants", {}),
+            "repeats": meta.get("repeats", 1),
+            "experiment": meta.get("experiment", batch_id),
+            "notes": meta.get("notes"),
+            "stopped": meta.get("stopped"),
+            "counts": {str(k): int(v) for k, v in frame["status"].value_counts().items()} if "status" in frame else {},
+        }
+    )
+    return frame
+
+
+def _find(store: BatchStore, name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise BatchError(f"load_batch: give the experiment name or batch id (a string), got {name!r}")
+    if store.batch_info(name) is not None:
+        return name
+    found = []
+    names = []
+    for b in store.batches():
+        meta = (store.batch_info(b["batch_id"]) or {}).get("meta", {})
+        exp = meta.get("experiment", b["batch_id"])
+        names.append(exp)
+        if exp == name:
+            found.append(b["batch_id"])
+    if len(found) == 1:
+        return found[0]
+    from nbflow._core.errors import _suggest
+
+    raise StoreError(
+        f"store {store.path!r} has no experiment {name!r}{_suggest(name, names)}; experiments: "
+        f"{', '.join(map(repr, names)) or '(none)'} (nf.experiments(path) lists them)"
+    )

@@ -1,0 +1,146 @@
+"""``nf.usage(...)``: a node reports what a model call used (tokens, cost); batches sum it per row.
+
+The engine marks which node a task (and the worker threads and sub-tasks it starts) is running
+(``CURRENT_NODE``, a context variable set by the scheduler's worker); ``nf.usage`` adds to that
+node's current attempt (``Attempt.usage``) and to the batch row being run (``ROW``, set by the
+batch). A failed attempt's usage is kept apart: it cost money but bought no result.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbflow._core.errors import NbflowError, RunnerError
+
+__all__ = ["CURRENT_NODE", "ROW", "USAGE_COLUMNS", "Usage", "UsageError", "row_usage", "usage"]
+
+# Columns a batch adds when its nodes reported usage. ``cost`` is NaN when a call reported no cost.
+USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost")
+
+CURRENT_NODE: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_node", default=None)
+ROW: contextvars.ContextVar[list[tuple[Any, Any]] | None] = contextvars.ContextVar("nbflow_row_usage", default=None)
+
+
+class UsageError(NbflowError, ValueError):
+    """``nf.usage(...)`` got something it cannot count (negative, not a number, an unknown object)."""
+
+
+@dataclass(slots=True)
+class Usage:
+    """What the calls of one attempt used. ``uncosted``: calls that reported no cost."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    calls: int = 0
+    uncosted: int = 0
+    models: dict[str, int] = field(default_factory=dict)
+
+    def add(self, input_tokens: int, output_tokens: int, cost: float | None, model: str | None) -> None:
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.calls += 1
+        if cost is None:
+            self.uncosted += 1
+        else:
+            self.cost += cost
+        if model:
+            self.models[model] = self.models.get(model, 0) + 1
+
+
+def _field(obj: Any, *names: str) -> Any:
+    for name in names:
+        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _count(value: Any, what: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise UsageError(f"nf.usage({what}=...) is a number of tokens (an int >= 0), got {value!r}")
+    return int(value)
+
+
+def usage(
+    report: Any = None,
+    /,
+    *,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    cost: float | None = None,
+    model: str | None = None,
+) -> None:
+    """Record what a model call inside this node used; ``flow.batch`` sums it per row.
+
+    Give the numbers (``input_tokens=``, ``output_tokens=``, ``cost=`` in your currency,
+    ``model=``), or an OpenAI-style response or its ``usage`` (``prompt_tokens`` /
+    ``completion_tokens``, or ``input_tokens`` / ``output_tokens``; a dict works too); keywords
+    override what the object says. Call it once per model call. Raises UsageError for values it
+    cannot count, RunnerError outside a running node.
+    """
+    rec = CURRENT_NODE.get()
+    if rec is None or not rec.attempts:
+        raise RunnerError(
+            "nf.usage() records what a node's model call used, so it works inside a node of a running flow "
+            "(call it in a function decorated with @flow.node)"
+        )
+    if report is not None:
+        inner = _field(report, "usage")
+        if model is None:
+            found = _field(report, "model")
+            model = found if isinstance(found, str) else None
+        src = inner if inner is not None else report
+        i = _field(src, "input_tokens", "prompt_tokens")
+        o = _field(src, "output_tokens", "completion_tokens")
+        if i is None and o is None:
+            raise UsageError(
+                f"nf.usage() got a {type(report).__name__} with no token counts; give an OpenAI-style response or "
+                f"usage (prompt_tokens/completion_tokens or input_tokens/output_tokens), or input_tokens=..."
+            )
+        input_tokens = i if input_tokens is None else input_tokens
+        output_tokens = o if output_tokens is None else output_tokens
+    n_in, n_out = _count(input_tokens, "input_tokens"), _count(output_tokens, "output_tokens")
+    if cost is not None and (
+        isinstance(cost, bool) or not isinstance(cost, numbers.Real) or cost < 0 or not math.isfinite(cost)
+    ):
+        raise UsageError(f"nf.usage(cost=...) is a finite number >= 0 (or None: unknown), got {cost!r}")
+    if model is not None and not isinstance(model, str):
+        raise UsageError(f"nf.usage(model=...) is the model's name, a string; got {model!r}")
+    attempt = rec.attempts[-1]
+    if attempt.usage is None:
+        attempt.usage = Usage()
+        row = ROW.get()
+        if row is not None:
+            row.append((rec, attempt))
+    attempt.usage.add(n_in, n_out, float(cost) if cost is not None else None, model)
+
+
+def row_usage(entries: list[tuple[Any, Any]]) -> dict[str, Any]:
+    """The usage columns of one batch row: attempts that gave the result, and failed ones apart."""
+    ok = Usage()
+    bad = Usage()
+    for rec, attempt in entries:
+        last = rec.attempts and rec.attempts[-1] is attempt
+        failed = attempt.error is not None or (last and rec.status.name != "SUCCEEDED")
+        u: Usage = attempt.usage
+        into = bad if failed else ok
+        into.input_tokens += u.input_tokens
+        into.output_tokens += u.output_tokens
+        into.cost += u.cost
+        into.calls += u.calls
+        into.uncosted += u.uncosted
+    return {
+        "input_tokens": ok.input_tokens,
+        "output_tokens": ok.output_tokens,
+        "cost": math.nan if ok.uncosted else ok.cost,
+        "failed_tokens": bad.input_tokens + bad.output_tokens,
+        "failed_cost": math.nan if bad.uncosted else bad.cost,
+    }
