@@ -13,6 +13,7 @@ from nbflow._core.errors import ConfigError as ConfigError
 from nbflow._core.errors import CycleError as CycleError
 from nbflow._core.errors import FlowDefinitionError as FlowDefinitionError
 from nbflow._core.errors import GraphError as GraphError
+from nbflow._core.errors import InputMutationError as InputMutationError
 from nbflow._core.errors import LoopLimitError as LoopLimitError
 from nbflow._core.errors import MapItemError as MapItemError
 from nbflow._core.errors import MissingColumnError as MissingColumnError
@@ -20,7 +21,9 @@ from nbflow._core.errors import MissingInputError as MissingInputError
 from nbflow._core.errors import NbflowError as NbflowError
 from nbflow._core.errors import NbflowWarning as NbflowWarning
 from nbflow._core.errors import NodeOutputError as NodeOutputError
+from nbflow._core.errors import NodeStillRunningWarning as NodeStillRunningWarning
 from nbflow._core.errors import NodeTimeoutError as NodeTimeoutError
+from nbflow._core.errors import ProcessNodeError as ProcessNodeError
 from nbflow._core.errors import ResumeConflictError as ResumeConflictError
 from nbflow._core.errors import RoutingError as RoutingError
 from nbflow._core.errors import RunFailedError as RunFailedError
@@ -103,6 +106,7 @@ __all__ = [
     "Flow",
     "FlowDefinitionError",
     "GraphError",
+    "InputMutationError",
     "ItemFailed",
     "ItemRecord",
     "Iteration",
@@ -127,8 +131,10 @@ __all__ = [
     "NodeSkipped",
     "NodeStarted",
     "NodeStatus",
+    "NodeStillRunningWarning",
     "NodeSucceeded",
     "NodeTimeoutError",
+    "ProcessNodeError",
     "Question",
     "ResumeConflictError",
     "Retry",

@@ -52,6 +52,10 @@ class Flow:
     ``cache=True`` caches every node's result in memory (``cache="cache.db"``: in a SQLite file
     you trust; ``@flow.node(cache=False)`` opts a node out): a node whose code and inputs did not
     change is not run again. See docs/caching.md.
+
+    ``executor="process"`` runs every plain sync node (declared after, without ``executor=`` or
+    ``thread=False``) in a worker process: CPU-bound work uses every core and an interrupt stops it.
+    See docs/data_pipelines.md.
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class Flow:
         clock: Clock = SYSTEM_CLOCK,
         store: Any = None,
         cache: bool | str | os.PathLike[str] | NodeCache | None = None,
+        executor: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
@@ -78,6 +83,8 @@ class Flow:
         self._limits = _options.flow_limits(name, limits)
         self._clock = _options.flow_clock(name, clock)
         self._cache = open_cache(cache, name)
+        self.executor = _options.check_executor(f"flow {name!r}", executor, False, None)
+        """Where sync nodes declared without ``executor=`` run: None/'thread' (a worker thread) or 'process'."""
         self._node_cache: NodeCache | None = None  # for cache=True nodes while the flow's cache is off
         self._specs: dict[str, NodeSpec] = {}
         self._graph: Graph | None = None
@@ -163,6 +170,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | None = None,
+        executor: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -183,6 +191,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | None = None,
+        executor: str | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -201,6 +210,10 @@ class Flow:
 
         ``cache=False`` never caches this node (non-deterministic or side effects); ``cache=True``
         caches it even when the flow's cache is off (then in memory). See docs/caching.md.
+
+        ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
+        functions): CPU-bound work uses every core, and an interrupt, cancel or timeout kills it.
+        See docs/data_pipelines.md.
         """
 
         register = self._register(
@@ -217,6 +230,7 @@ class Flow:
             on_failure_of=on_failure_of,
             uses=uses,
             cache=cache,
+            executor=executor,
         )
         return register(func) if func is not None else register
 
@@ -286,6 +300,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | None = None,
+        executor: str | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -312,6 +327,7 @@ class Flow:
             uses=uses,
             limits=self._limits,
             cache=cache,
+            executor=executor if executor is not None else _flow_executor(self.executor, spec, thread),
         )
         if options:
             spec = _options.with_options(spec, options)
@@ -629,3 +645,10 @@ def _check_concurrency(concurrency: object) -> None:
         not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
     ):
         raise ValueError(f"concurrency must be a positive int or None (no cap), got {concurrency!r}")
+
+
+def _flow_executor(default: str | None, spec: NodeSpec, thread: bool | None) -> str | None:
+    """The flow's ``executor=`` default for a node that names none: plain sync nodes only."""
+    if default is None or default == "thread" or thread is False or spec.is_async or not spec.plain:
+        return None
+    return default
