@@ -291,7 +291,10 @@ async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
             pool.killed = [*pool.killed[-99:], worker.pid]
             raise
         if reply is None:
-            code = worker.proc.poll()
+            try:
+                code: int | None = worker.proc.wait(timeout=2)  # EOF comes a moment before the exit status
+            except subprocess.TimeoutExpired:
+                code = None
             raise ProcessNodeError(
                 name,
                 f"its worker process (pid {worker.pid}) died while running it (exit code {code}); "
