@@ -80,6 +80,16 @@ __all__ = [
 ]
 
 
+def short_repr(value: Any) -> str:
+    """One line for a value in a message: a table or array by its shape ("DataFrame 11380×68"), else its repr."""
+    kind = type(value)
+    shape = getattr(value, "shape", None)
+    if kind.__module__.split(".")[0] in ("pandas", "numpy", "polars", "pyarrow") and isinstance(shape, tuple):
+        return f"{kind.__name__} {'×'.join(str(n) for n in shape) or 'scalar'}"
+    shown = repr(value).replace("\n", " ")
+    return shown[:77] + "..." if len(shown) > 80 else shown
+
+
 def _suggest(name: str, candidates: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -195,9 +205,7 @@ class TypeValidationError(NbflowError, TypeError):
         self.parameter = parameter
         self.expected = expected
         self.value = value
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        shown = short_repr(value)
         where = f"node {node!r} returned" if parameter == "return" else f"node {node!r}, parameter {parameter!r}, got"
         fix = (
             "fix the function or its return annotation"

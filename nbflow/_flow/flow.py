@@ -12,6 +12,7 @@ from typing import Any, TypeVar, overload
 
 from nbflow._batch import api as _batch
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
+from nbflow._core.config import config
 from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
@@ -23,6 +24,7 @@ from nbflow._dsl.policies import OnError, Retry
 from nbflow._dsl.spec import NodeSpec, Source, make_spec, make_subflow_spec
 from nbflow._engine import scheduler as scheduler
 from nbflow._engine.caching import plan_cache
+from nbflow._engine.keep import attach_keep, check_keep
 from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
 from nbflow._engine.policy import FlowPolicies, build_policies
 from nbflow._flow import pickling
@@ -403,6 +405,7 @@ class Flow:
         overrides: Mapping[str, Any] | None,
         on_event: Subscriber | None,
         store: Any = None,
+        keep: Iterable[str] | str | None = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -412,12 +415,15 @@ class Flow:
         graph = self.graph
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
+        kept = check_keep(graph, keep) if keep is not None else None
         run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
         run.graph = graph
         run._flow = self
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        if kept is not None:
+            attach_keep(run, graph, kept)
         store = store if store is not None else self.store
         if store is not None:
             open_store(store).track(run)
@@ -494,6 +500,7 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        keep: Iterable[str] | str | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -512,7 +519,7 @@ class Flow:
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "arun")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep)
         auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
@@ -528,6 +535,7 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        keep: Iterable[str] | str | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
@@ -535,12 +543,17 @@ class Flow:
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
         every finished output. ``timeout`` is the run's deadline and ``show`` the live view, as in ``arun``.
+        ``keep=[...]`` keeps only those nodes' outputs (the others are dropped once nothing needs them).
+        With ``nf.config.raise_on_failure`` a run that did not succeed raises ``RunFailedError``.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "run")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep)
         auto_show(run, None, show)
-        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
+        done = run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
+        if config.raise_on_failure and done.status is not RunStatus.SUCCEEDED:
+            done.raise_for_status()
+        return done
 
     def start(
         self,
@@ -554,6 +567,7 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        keep: Iterable[str] | str | None = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
@@ -572,7 +586,7 @@ class Flow:
             ) from None
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "start")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep)
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle
@@ -623,10 +637,43 @@ class Flow:
         flow: Flow = pickling.rebuild(cls, definition)
         return flow
 
-    def to_dot(self, run: Run | None = None) -> Any:
-        """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given)."""
+    def to_dot(self, run: Run | None = None, *, targets: Iterable[str] | str | None = None) -> Any:
+        """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given).
 
-        return to_dot(self.graph, run)
+        ``targets=`` draws only the part a run with those targets would run: them and what feeds them.
+        """
+        if targets is None:
+            return to_dot(self.graph, run)
+        names = [targets] if isinstance(targets, str) else list(targets)
+        needed = set(names)
+        for n in names:
+            needed.update(self.upstream(n))
+        specs = {n: s for n, s in self._specs.items() if n in needed}
+        return to_dot(compile_graph(self.name, specs, validate=False), run)
+
+    # --- lineage -----------------------------------------------------------------------------------
+    def upstream(self, name: str, *, direct: bool = False) -> list[str]:
+        """The nodes whose outputs feed ``name`` (``direct=True``: only its immediate sources), in run order."""
+        return self._lineage(name, "upstream", direct)
+
+    def downstream(self, name: str, *, direct: bool = False) -> list[str]:
+        """The nodes ``name``'s output feeds (``direct=True``: only its immediate readers), in run order."""
+        return self._lineage(name, "downstream", direct)
+
+    def _lineage(self, name: str, way: str, direct: bool) -> list[str]:
+        graph = self.graph
+        if name not in graph.nodes:
+            raise UnknownNodeError(name, graph.nodes)
+        found: set[str] = set()
+        todo = list(getattr(graph.nodes[name], way))
+        while todo:
+            n = todo.pop()
+            if n in found:
+                continue
+            found.add(n)
+            if not direct:
+                todo.extend(getattr(graph.nodes[n], way))
+        return [n for n in graph.nodes if n in found]
 
     def __repr__(self) -> str:
         names = ", ".join(self._specs) or "no nodes"
