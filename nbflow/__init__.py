@@ -79,6 +79,7 @@ from nbflow._store.batch_store import BatchStore as BatchStore
 from nbflow._store.checkpoint import CheckpointStore as CheckpointStore
 from nbflow._store.checkpoint import load_run as load_run
 from nbflow._store.node_cache import NodeCache as NodeCache
+from nbflow._store.outputs import load as load
 from nbflow._store.pickling import StoredError as StoredError
 
 __version__ = "0.1.0"
@@ -161,6 +162,7 @@ __all__ = [
     "config",
     "first_of",
     "is_transient",
+    "load",
     "load_run",
     "optional",
     "summarize",

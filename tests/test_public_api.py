@@ -80,6 +80,7 @@ EXPECTED = {
     "config",
     "first_of",
     "is_transient",
+    "load",
     "load_run",
     "optional",
     "summarize",

@@ -35,6 +35,7 @@ from nbflow._record.run import Run, Subscriber
 from nbflow._show.draw import mimebundle, text_graph, to_dot
 from nbflow._store.checkpoint import load_run, open_store
 from nbflow._store.node_cache import NodeCache, open_cache
+from nbflow._store.outputs import attach_save, check_save
 
 __all__ = ["Flow"]
 
@@ -173,6 +174,7 @@ class Flow:
         uses: str | Iterable[str] | None = None,
         cache: bool | None = None,
         executor: str | None = None,
+        save: str | os.PathLike[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -194,6 +196,7 @@ class Flow:
         uses: str | Iterable[str] | None = None,
         cache: bool | None = None,
         executor: str | None = None,
+        save: str | os.PathLike[str] | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -215,6 +218,7 @@ class Flow:
 
         ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
         functions): CPU-bound work uses every core, and an interrupt, cancel or timeout kills it.
+        ``save="out/features.parquet"`` writes the output of every run to that file (docs/data_pipelines.md).
         See docs/data_pipelines.md.
         """
 
@@ -233,6 +237,7 @@ class Flow:
             uses=uses,
             cache=cache,
             executor=executor,
+            save=save,
         )
         return register(func) if func is not None else register
 
@@ -303,6 +308,7 @@ class Flow:
         uses: str | Iterable[str] | None = None,
         cache: bool | None = None,
         executor: str | None = None,
+        save: str | os.PathLike[str] | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -331,6 +337,8 @@ class Flow:
             cache=cache,
             executor=executor if executor is not None else _flow_executor(self.executor, spec, thread),
         )
+        if save is not None:
+            options["save"] = check_save(f"node {spec.name!r}", {spec.name: save})[spec.name]
         if options:
             spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
@@ -406,6 +414,7 @@ class Flow:
         on_event: Subscriber | None,
         store: Any = None,
         keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -416,12 +425,17 @@ class Flow:
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
         kept = check_keep(graph, keep) if keep is not None else None
+        saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+        if save is not None:
+            saving.update(check_save(f"flow {self.name!r}", save, graph.nodes))
         run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
         run.graph = graph
         run._flow = self
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        if saving:  # before keep=: an output is written before it may be dropped
+            attach_save(run, saving)
         if kept is not None:
             attach_keep(run, graph, kept)
         store = store if store is not None else self.store
@@ -501,6 +515,7 @@ class Flow:
         timeout: float | None = None,
         show: bool | None = None,
         keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -519,7 +534,7 @@ class Flow:
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "arun")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
         auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
@@ -536,6 +551,7 @@ class Flow:
         timeout: float | None = None,
         show: bool | None = None,
         keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
@@ -544,11 +560,12 @@ class Flow:
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
         every finished output. ``timeout`` is the run's deadline and ``show`` the live view, as in ``arun``.
         ``keep=[...]`` keeps only those nodes' outputs (the others are dropped once nothing needs them).
+        ``save={"features": "out/features.parquet"}`` writes outputs to files (``run.saved``; ``nf.load``).
         With ``nf.config.raise_on_failure`` a run that did not succeed raises ``RunFailedError``.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "run")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
         auto_show(run, None, show)
         done = run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
         if config.raise_on_failure and done.status is not RunStatus.SUCCEEDED:
@@ -568,6 +585,7 @@ class Flow:
         timeout: float | None = None,
         show: bool | None = None,
         keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
@@ -586,7 +604,7 @@ class Flow:
             ) from None
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "start")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle

@@ -223,6 +223,8 @@ class Run:
         """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
         self.targets: tuple[str, ...] | None = None
         self.kept: frozenset[str] | None = None
+        self.saved: dict[str, Any] = {}
+        """``save=``: the files this run wrote, {node: path} (``nf.load(path)`` reads one back)."""
         """``keep=``: the nodes whose outputs this run keeps (None: all)."""
         self._root_ref: Run | None = None  # see _root
         self._path = ""
