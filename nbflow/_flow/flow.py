@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 from nbflow._batch import api as _batch
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.config import config
-from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
+from nbflow._core.errors import FlowDefinitionError, GraphError, NbflowError, RunnerError, StoreError, UnknownNodeError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
 from nbflow._core.states import RunStatus
@@ -175,6 +175,7 @@ class Flow:
         cache: bool | None = None,
         executor: str | None = None,
         save: str | os.PathLike[str] | None = None,
+        outputs: Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -197,6 +198,7 @@ class Flow:
         cache: bool | None = None,
         executor: str | None = None,
         save: str | os.PathLike[str] | None = None,
+        outputs: Iterable[str] | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -238,6 +240,7 @@ class Flow:
             cache=cache,
             executor=executor,
             save=save,
+            outputs=outputs,
         )
         return register(func) if func is not None else register
 
@@ -309,6 +312,7 @@ class Flow:
         cache: bool | None = None,
         executor: str | None = None,
         save: str | os.PathLike[str] | None = None,
+        outputs: Iterable[str] | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -343,8 +347,38 @@ class Flow:
             spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
+        if outputs is not None:
+            self._add_fields(spec, outputs)
         self._changed()
         return spec
+
+    def _add_fields(self, spec: NodeSpec, outputs: Iterable[str] | str) -> None:
+        """``outputs=("X_train", "X_test")``: one node per named field of ``spec``'s output, wired by name.
+
+        A field is a key of a returned dict, an attribute of a dataclass/object, or (a tuple or list)
+        the item at the name's position. Each field node is a cheap inline pick.
+        """
+        names = [outputs] if isinstance(outputs, str) else list(outputs)
+        if not names or len(set(names)) != len(names):
+            raise FlowDefinitionError(
+                f"node {spec.name!r}: outputs= takes distinct field names, e.g. outputs=('X_train', 'X_test'); got {names!r}"
+            )
+        for position, field in enumerate(names):
+            clash = self._specs.get(field)
+            if clash is not None and clash.options.get("field_of") != spec.name:
+                raise FlowDefinitionError(
+                    f"node {spec.name!r}: outputs= names {field!r}, which is already a node of flow {self.name!r}; "
+                    f"rename the field or that node"
+                )
+            pick = make_spec(
+                _field_picker(spec.name, field, position),
+                name=field,
+                inputs={"value": spec.name},
+                thread=False,
+            )
+            pick = _options.with_options(pick, {"field_of": spec.name})
+            self._specs.pop(field, None)
+            self._specs[field] = pick
 
     def remove(self, name: str) -> None:
         """Remove the node ``name``."""
@@ -717,3 +751,34 @@ def _flow_executor(default: str | None, spec: NodeSpec, thread: bool | None) -> 
     if default is None or default == "thread" or thread is False or spec.is_async or not spec.plain:
         return None
     return default
+
+
+def _field_picker(node: str, field: str, position: int) -> Callable[[Any], Any]:
+    def pick(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            if field in value:
+                return value[field]
+        elif isinstance(value, tuple | list) and not hasattr(value, "_fields"):
+            if position < len(value):
+                return value[position]
+        elif hasattr(value, field):
+            return getattr(value, field)
+        raise NodeOutputFieldError(node, field, value)
+
+    pick.__name__ = pick.__qualname__ = field
+    return pick
+
+
+class NodeOutputFieldError(NbflowError, LookupError):
+    """A node declared with ``outputs=`` returned a value without one of the named fields."""
+
+    def __init__(self, node: str, field: str, value: Any) -> None:
+        from nbflow._core.errors import short_repr
+
+        super().__init__(
+            f"node {node!r} declares outputs= field {field!r}, but returned {short_repr(value)} "
+            f"({type(value).__name__}) without it; return a dict with that key, an object with that "
+            f"attribute, or a tuple with a value at that position"
+        )
+        self.node = node
+        self.field = field

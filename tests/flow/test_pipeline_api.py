@@ -111,3 +111,63 @@ def test_type_validation_error_shows_a_frame_by_its_shape():
     err = flow.run(show=False).nodes["use"].error
     assert isinstance(err, nf.TypeValidationError)
     assert "DataFrame 11380×68" in str(err) and "\n" not in str(err)
+
+
+def test_a_node_with_several_outputs_exposes_each_field_as_a_node():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Split:
+        X_train: list
+        X_test: list
+
+    flow = nf.Flow("fields")
+
+    @flow.node(outputs=("X_train", "X_test"))
+    def split(n: int) -> Split:
+        return Split(list(range(n))[:3], list(range(n))[3:])
+
+    @flow.node
+    def fit(X_train: list) -> int:
+        return sum(X_train)
+
+    @flow.node
+    def evaluate(fit: int, X_test: list) -> int:
+        return fit + len(X_test)
+
+    run = flow.run(n=6, show=False)
+    assert run["evaluate"] == 6 and run["X_test"] == [3, 4, 5]
+    assert flow.upstream("fit") == ["split", "X_train"]
+
+    @flow.node(outputs=("X_train", "X_test"))  # a dict (or a tuple, by position) works too
+    def split(n: int) -> dict:  # noqa: F811 - re-declared, as a re-run cell does
+        return {"X_train": [1], "X_test": [2, 3]}
+
+    assert flow.run(n=6, show=False)["evaluate"] == 3
+
+    @flow.node(outputs=("X_train", "X_test"))
+    def split(n: int) -> tuple:  # noqa: F811
+        return ([5], [])
+
+    assert flow.run(n=6, show=False)["evaluate"] == 5
+
+    @flow.node(outputs=("X_train", "X_test"))
+    def split(n: int) -> dict:  # noqa: F811
+        return {"X_train": [1]}
+
+    err = flow.run(n=6, show=False).nodes["X_test"].error
+    assert isinstance(err, nf.NbflowError) and "outputs= field 'X_test'" in str(err) and "'split'" in str(err)
+
+
+def test_outputs_clashing_with_a_node_is_refused():
+    flow = nf.Flow("fields_clash")
+
+    @flow.node
+    def X_test() -> int:
+        return 1
+
+    with pytest.raises(nf.FlowDefinitionError, match="'X_test', which is already a node"):
+
+        @flow.node(outputs=("X_train", "X_test"))
+        def split() -> tuple:
+            return (1, 2)
