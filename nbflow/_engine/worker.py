@@ -54,7 +54,13 @@ def _result(func: Any, kwargs: dict[str, Any], threads: int | None) -> tuple[Any
 
 
 def main() -> None:
+    import signal
+
     import cloudpickle
+
+    # A kernel interrupt signals the whole process group: the parent decides what stops (it kills a
+    # busy worker), so a worker ignores Ctrl-C rather than dying with a traceback while idle.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     channel = os.fdopen(os.dup(1), "wb")  # frames out; the function's prints go to stderr
     os.dup2(2, 1)
