@@ -171,3 +171,25 @@ def test_outputs_clashing_with_a_node_is_refused():
         @flow.node(outputs=("X_train", "X_test"))
         def split() -> tuple:
             return (1, 2)
+
+
+import pandera.pandas as pa  # noqa: E402
+from pandera.typing import DataFrame, Series  # noqa: E402
+
+
+class Patients(pa.DataFrameModel):  # module level: the string hint below resolves in this module
+    age: Series[int] = pa.Field(ge=0)
+
+
+def test_a_pandera_model_as_a_hint_checks_the_frame_and_names_the_node():
+    flow = nf.Flow("schema")
+
+    @flow.node
+    def clean(raw: pd.DataFrame) -> DataFrame[Patients]:
+        return raw
+
+    bad = flow.run(raw=pd.DataFrame({"age": [1, -2]}), show=False)
+    err = bad.nodes["clean"].error
+    assert isinstance(err, nf.TypeValidationError) and err.node == "clean" and err.parameter == "return"
+    assert "greater_than_or_equal_to(0)" in str(err) and "DataFrame 2×1" in str(err)
+    assert flow.run(raw=pd.DataFrame({"age": [1, 2]}), show=False).status is nf.RunStatus.SUCCEEDED
