@@ -39,6 +39,7 @@ def make_flow() -> nf.Flow:
     previous = "load"
     for i in range(STEPS):
         name = f"s{i}"
+
         def node(df: pd.DataFrame) -> pd.DataFrame:
             return step(df)
 

@@ -1,7 +1,8 @@
 """``nf.NodeCache``: where a flow keeps node results, in memory or in a SQLite file (docs/caching.md).
 
-A persistent cache stores values with ``pickle``: **only open a cache file you trust**, unpickling
-can run arbitrary code. A value holding an ``nf.Secret`` is never written to a file (that node is
+A persistent cache stores DataFrames as parquet (when parquet keeps them exactly and pyarrow is
+installed) and other values with ``pickle``: **only open a cache file you trust**, unpickling can
+run arbitrary code. A value holding an ``nf.Secret`` is never written to a file (that node is
 then not cached); exceptions inside values are stored as ``StoredError``. Keys are SHA-256 digests:
 a secret input changes the key, but only its hash is ever written.
 """
@@ -62,7 +63,63 @@ class _CachePickler(StorePickler):
 _SECRET_WHY = "it holds the value of a secret input (nf.Secret), which is never written to a cache file"
 
 
+_PARQUET = b"NBPQ1\0"  # a parquet entry (a pickle starts with b"\x80")
+
+
+def _parquet(value: Any, secrets: tuple[str, ...]) -> bytes | None:
+    """A DataFrame as parquet bytes (smaller and faster than its pickle), or None to pickle it.
+
+    Only frames parquet keeps exactly: string column names, columns of numbers, booleans, dates,
+    categories or strings (an object column of anything else is pickled).
+    """
+    kind = type(value)
+    if kind.__name__ != "DataFrame" or kind.__module__.split(".")[0] != "pandas":
+        return None
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return None
+    import pandas as pd
+
+    if not all(isinstance(c, str) for c in value.columns) or value.columns.has_duplicates:
+        return None
+    texts = []
+    for col in value.columns:
+        series = value[col]
+        if series.dtype == object:
+            if pd.api.types.infer_dtype(series, skipna=True) not in ("string", "empty"):
+                return None
+            texts.append(series)
+        elif pd.api.types.is_string_dtype(series.dtype):
+            texts.append(series)
+    if secrets:  # parquet compresses: look for a secret in the text itself
+        found = [*value.columns, *map(str, value.index[:0])]
+        for series in texts:
+            joined = "\n".join(series.dropna().astype(str))
+            if any(s in joined for s in secrets):
+                raise Unstorable(_SECRET_WHY)
+        if any(s in c for c in found for s in secrets):
+            raise Unstorable(_SECRET_WHY)
+    buf = io.BytesIO()
+    try:
+        value.to_parquet(buf)
+    except Exception:
+        return None
+    return _PARQUET + buf.getvalue()
+
+
+def _loads(data: bytes) -> Any:
+    if data[: len(_PARQUET)] == _PARQUET:
+        import pandas as pd
+
+        return pd.read_parquet(io.BytesIO(data[len(_PARQUET) :]))
+    return loads(data)
+
+
 def _dumps(value: Any, secrets: tuple[str, ...] = ()) -> bytes:
+    table = _parquet(value, secrets)
+    if table is not None:
+        return table
     buf = io.BytesIO()
     try:
         _CachePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
@@ -145,7 +202,7 @@ class NodeCache:
             return found[2], found[3]
         try:
             row = self._db.execute("SELECT entry, value FROM node_cache WHERE key=?", (key,)).fetchone()
-            return None if row is None else (row[0], loads(row[1]))
+            return None if row is None else (row[0], _loads(row[1]))
         except Exception as exc:  # locked, or a value whose class is gone: run the node instead
             self._warn(f"cannot read an entry ({type(exc).__name__}: {exc})")
             return None

@@ -177,3 +177,37 @@ def test_a_bad_bound_is_refused():
 
     with pytest.raises(nf.FlowDefinitionError, match="max_bytes"):
         nf.NodeCache(max_bytes=0)
+
+
+def test_a_file_cache_stores_dataframes_as_parquet_and_reads_them_back_exactly(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "cache.db"
+    flow = nf.Flow("parquet_cache", cache=str(path))
+
+    @flow.node
+    def frame(n: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "x": np.arange(n, dtype="int64"),
+                "y": np.linspace(0, 1, n),
+                "name": [f"row{i}" for i in range(n)],
+                "kind": pd.Categorical(["a", "b"] * (n // 2)),
+            },
+            index=pd.RangeIndex(10, 10 + n, name="id"),
+        )
+
+    @flow.node
+    def mixed(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"obj": [{"k": i} for i in range(n)]})  # not a parquet column: pickled
+
+    first = flow.run(n=4, show=False)
+    db = sqlite3.connect(path)
+    blobs = dict(db.execute("SELECT node, value FROM node_cache").fetchall())
+    db.close()
+    assert blobs["frame"][:4] == b"NBPQ" and blobs["frame"][6:10] == b"PAR1"
+    assert blobs["mixed"][:1] == b"\x80"  # a pickle
+    run = flow.run(n=4, show=False)
+    assert run.nodes["frame"].cached and run.nodes["mixed"].cached
+    pd.testing.assert_frame_equal(run["frame"], first["frame"])
+    assert run["mixed"]["obj"].tolist() == [{"k": i} for i in range(4)]
