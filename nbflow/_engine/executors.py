@@ -53,6 +53,8 @@ class _ThreadBudget:
         self.running = 0
         self._applied: int | None = None
         self._original: Any = None  # threadpoolctl's limiter: restores the original sizes
+        self._controller: Any = None
+        self._modules = 0
 
     def enter(self) -> None:
         with self._lock:
@@ -78,7 +80,11 @@ class _ThreadBudget:
                     self._original.restore_original_limits()
                     self._original = None
             else:
-                limiter = ThreadpoolController().limit(limits=want)
+                # Finding the loaded BLAS/OpenMP libraries costs milliseconds: once per set of imports.
+                if self._controller is None or self._modules != len(sys.modules):
+                    self._controller = ThreadpoolController()
+                    self._modules = len(sys.modules)
+                limiter = self._controller.limit(limits=want)
                 if self._original is None:
                     self._original = limiter
         except Exception:  # a library threadpoolctl cannot drive: never fail a node over it
