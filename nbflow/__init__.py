@@ -17,6 +17,7 @@ from nbflow._core.errors import ConfigError as ConfigError
 from nbflow._core.errors import CycleError as CycleError
 from nbflow._core.errors import FlowDefinitionError as FlowDefinitionError
 from nbflow._core.errors import GraphError as GraphError
+from nbflow._core.errors import InputMutationError as InputMutationError
 from nbflow._core.errors import LoopLimitError as LoopLimitError
 from nbflow._core.errors import MapItemError as MapItemError
 from nbflow._core.errors import MissingColumnError as MissingColumnError
@@ -24,7 +25,9 @@ from nbflow._core.errors import MissingInputError as MissingInputError
 from nbflow._core.errors import NbflowError as NbflowError
 from nbflow._core.errors import NbflowWarning as NbflowWarning
 from nbflow._core.errors import NodeOutputError as NodeOutputError
+from nbflow._core.errors import NodeStillRunningWarning as NodeStillRunningWarning
 from nbflow._core.errors import NodeTimeoutError as NodeTimeoutError
+from nbflow._core.errors import ProcessNodeError as ProcessNodeError
 from nbflow._core.errors import ResourceError as ResourceError
 from nbflow._core.errors import ResumeConflictError as ResumeConflictError
 from nbflow._core.errors import RoutingError as RoutingError
@@ -84,6 +87,7 @@ from nbflow._store.batch_store import BatchStore as BatchStore
 from nbflow._store.checkpoint import CheckpointStore as CheckpointStore
 from nbflow._store.checkpoint import load_run as load_run
 from nbflow._store.node_cache import NodeCache as NodeCache
+from nbflow._store.outputs import load as load
 from nbflow._store.pickling import StoredError as StoredError
 
 __version__ = "0.1.0"
@@ -111,6 +115,7 @@ __all__ = [
     "Flow",
     "FlowDefinitionError",
     "GraphError",
+    "InputMutationError",
     "ItemFailed",
     "ItemRecord",
     "Iteration",
@@ -135,8 +140,10 @@ __all__ = [
     "NodeSkipped",
     "NodeStarted",
     "NodeStatus",
+    "NodeStillRunningWarning",
     "NodeSucceeded",
     "NodeTimeoutError",
+    "ProcessNodeError",
     "Question",
     "ResourceError",
     "ResumeConflictError",
@@ -169,6 +176,7 @@ __all__ = [
     "explore",
     "first_of",
     "is_transient",
+    "load",
     "load_batch",
     "load_run",
     "optional",

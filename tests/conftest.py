@@ -1,5 +1,7 @@
 import pytest
 
+import nbflow as nf
+
 
 @pytest.fixture
 def anyio_backend():
@@ -20,3 +22,13 @@ def _store_key_outside_home(tmp_path_factory):
         os.environ.pop("NBFLOW_CONFIG_DIR", None)
     else:
         os.environ["NBFLOW_CONFIG_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def _check_mutation():
+    """Every test runs with the mutation check on: a node changing its input in place fails loudly."""
+    nf.config.check_mutation = True
+    try:
+        yield
+    finally:
+        nf.config.check_mutation = False

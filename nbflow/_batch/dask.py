@@ -323,8 +323,10 @@ async def _run_remote(
     size = opts.chunk_size or default_chunk_size(len(todo), threads, opts.concurrency)
     chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
     window = 2 * threads  # chunks submitted ahead, so workers never wait for the client
-    # Sent to the cluster once; each worker fetches it once, not with every chunk (a flow may close over big data).
-    flow_data = client.scatter(blob, hash=False) if todo else None
+    # Sent to the cluster once, not with every chunk (a flow may close over big data). Broadcast to every
+    # worker: scattered to one, the scheduler would send every chunk there (data locality) and few, heavy
+    # chunks would queue on one worker while the others idle.
+    flow_data = client.scatter(blob, hash=False, broadcast=True) if todo else None
     loop = asyncio.get_running_loop()
     arrived: asyncio.Queue[tuple[Any, tuple[bool, Any]]] = asyncio.Queue()
     in_flight: dict[Any, list[int]] = {}
@@ -459,12 +461,14 @@ async def _run_remote(
 
 
 def default_chunk_size(rows: int, threads: int, concurrency: int) -> int:
-    """Rows per Dask task: ~4 tasks per worker thread, at least ``concurrency``, at most ``10 × concurrency``.
+    """Rows per Dask task: ~4 tasks per worker thread, at least ``concurrency``, at most ``10 × concurrency``,
+    and never so many that a worker thread gets none (few, heavy rows: 8 rows on 2 threads are 2 chunks).
 
     A task costs milliseconds of scheduling, so a chunk should hold many rows; but results,
     progress and the store only see a chunk when it ends, so not too many.
     """
-    return max(concurrency, min(-(-rows // (4 * threads)), 10 * concurrency))
+    size = max(concurrency, min(-(-rows // (4 * threads)), 10 * concurrency))
+    return max(1, min(size, -(-rows // threads)))
 
 
 def _chunk_results(rows: list[int], ok: bool, value: Any, cases: Cases) -> list[tuple[int, dict[str, Any]]]:

@@ -18,14 +18,31 @@ class Config:
     ``show=`` wins). ``widgets``: displaying a Run or RunHandle in a notebook shows the interactive
     widget; False shows the static SVG instead. ``redraw_interval``: the live view redraws at most
     once per this many seconds (events in between are coalesced).
+
+    ``raise_on_failure``: ``flow.run`` raises ``RunFailedError`` when the run did not succeed (for
+    script-like notebooks that should stop at the first failed cell). ``check_mutation``: fingerprint
+    each node's inputs before and after it runs and fail the node (``InputMutationError``) when it
+    changed one in place (costs a hash of the inputs per node; on in nbflow's tests).
+    ``process_workers``: how many worker processes ``executor="process"`` nodes share (None: one per core).
     """
 
     show: bool = True
     widgets: bool = True
     redraw_interval: float = 0.25
+    raise_on_failure: bool = False
+    check_mutation: bool = False
+    process_workers: int | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("show", "widgets") and not isinstance(value, bool):
+        if (
+            name == "process_workers"
+            and value is not None
+            and (isinstance(value, bool) or not isinstance(value, int) or value < 1)
+        ):
+            raise ConfigError(
+                f"nbflow.config.process_workers must be a positive number of processes or None, got {value!r}"
+            )
+        if name in ("show", "widgets", "raise_on_failure", "check_mutation") and not isinstance(value, bool):
             raise ConfigError(f"nbflow.config.{name} must be True or False, got {value!r}")
         if name == "redraw_interval" and (
             isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 60

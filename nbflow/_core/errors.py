@@ -25,7 +25,10 @@ The tree::
     ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
     ├── StoreError (RuntimeError)          a store file is missing, locked, corrupt, a value cannot be stored,
     │                                      or a batch clashes with one already stored
-    └── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
+    ├── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
+    ├── ProcessNodeError (RuntimeError)    an executor="process" node could not run in its worker
+    │                                      (inputs/output not picklable, the worker died); .node
+    └── InputMutationError (RuntimeError)  a node changed a value it received (nf.config.check_mutation); .node
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
     BatchInterrupted (KeyboardInterrupt)   a batch was interrupted; .frame holds every finished row
@@ -52,6 +55,7 @@ __all__ = [
     "CycleError",
     "FlowDefinitionError",
     "GraphError",
+    "InputMutationError",
     "LoopLimitError",
     "MapItemError",
     "MissingColumnError",
@@ -59,7 +63,9 @@ __all__ = [
     "NbflowError",
     "NbflowWarning",
     "NodeOutputError",
+    "NodeStillRunningWarning",
     "NodeTimeoutError",
+    "ProcessNodeError",
     "ResourceError",
     "ResumeConflictError",
     "RoutingError",
@@ -75,6 +81,16 @@ __all__ = [
 ]
 
 
+def short_repr(value: Any) -> str:
+    """One line for a value in a message: a table or array by its shape ("DataFrame 11380×68"), else its repr."""
+    kind = type(value)
+    shape = getattr(value, "shape", None)
+    if kind.__module__.split(".")[0] in ("pandas", "numpy", "polars", "pyarrow") and isinstance(shape, tuple):
+        return f"{kind.__name__} {'×'.join(str(n) for n in shape) or 'scalar'}"
+    shown = repr(value).replace("\n", " ")
+    return shown[:77] + "..." if len(shown) > 80 else shown
+
+
 def _suggest(name: str, candidates: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -86,6 +102,30 @@ class NbflowWarning(UserWarning):
 
 class NbflowError(Exception):
     """Base class of every error nbflow raises on purpose."""
+
+
+class NodeStillRunningWarning(NbflowWarning):
+    """A run was interrupted or cancelled while a node ran in a worker thread, which Python cannot stop."""
+
+
+class ProcessNodeError(NbflowError, RuntimeError):
+    """An ``executor="process"`` node could not run in its worker process; ``.node`` names it."""
+
+    def __init__(self, node: str, message: str) -> None:
+        super().__init__(f"node {node!r}: {message}")
+        self.node = node
+
+
+class InputMutationError(NbflowError, RuntimeError):
+    """A node changed a value it received (found by ``nf.config.check_mutation``); ``.node`` names it."""
+
+    def __init__(self, node: str, param: str, kind: str) -> None:
+        super().__init__(
+            f"node {node!r} changed its input {param!r} ({kind}) in place; other nodes and the cache see "
+            f"the same object. Work on a copy inside the node (e.g. {param} = {param}.copy()) and return it"
+        )
+        self.node = node
+        self.param = param
 
 
 class FlowDefinitionError(NbflowError, ValueError):
@@ -166,9 +206,7 @@ class TypeValidationError(NbflowError, TypeError):
         self.parameter = parameter
         self.expected = expected
         self.value = value
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        shown = short_repr(value)
         where = f"node {node!r} returned" if parameter == "return" else f"node {node!r}, parameter {parameter!r}, got"
         fix = (
             "fix the function or its return annotation"

@@ -23,6 +23,38 @@ __all__ = ["check_timeout", "flow_clock", "flow_limits", "flow_retry", "node_opt
 _STRATEGIES = ("fail", "continue")
 
 
+EXECUTORS = ("thread", "process")
+
+
+def check_executor(where: str, executor: object, is_async: bool, thread: bool | None) -> str | None:
+    """The checked ``executor=`` of a node (None: the default, a thread for sync functions)."""
+    if executor is None:
+        return None
+    if executor not in EXECUTORS:
+        raise FlowDefinitionError(
+            f"{where}: executor={executor!r}; give 'thread' (the default for sync functions) or 'process' "
+            f"(a worker process: CPU-bound work runs on every core and an interrupt stops it)"
+        )
+    if executor == "process":
+        if is_async:
+            raise FlowDefinitionError(
+                f"{where}: executor='process' is for sync functions; this one is async (it already runs "
+                f"on the loop and stops when cancelled)"
+            )
+        if thread is False:
+            raise FlowDefinitionError(
+                f"{where}: thread=False runs the function inline; drop it to use executor='process'"
+            )
+        try:
+            import cloudpickle  # noqa: F401
+        except ImportError:
+            raise FlowDefinitionError(
+                f"{where}: executor='process' needs cloudpickle to send notebook functions to the worker; "
+                f"pip install 'nbflow[process]'"
+            ) from None
+    return str(executor)
+
+
 def check_timeout(timeout: object, where: str) -> None:
     if timeout is None:
         return
@@ -84,6 +116,7 @@ def node_options(
     uses: object,
     limits: Mapping[str, Limit],
     cache: object = None,
+    executor: object = None,
 ) -> dict[str, Any]:
     """The node's resilience options, checked; only the ones that differ from the defaults."""
     where = f"node {spec.name!r}"
@@ -138,6 +171,13 @@ def node_options(
                 f"(nf.Flow(..., cache=True)) and its nodes are cached inside it"
             )
         options["cache"] = cache
+    if executor is not None:
+        if executor == "process" and not spec.plain:
+            raise FlowDefinitionError(
+                f"{where}: executor='process' is for plain sync nodes, not routers, maps, loops or "
+                f"sub-flows; move the CPU-bound work into a plain node (or a sub-flow's node)"
+            )
+        options["executor"] = check_executor(where, executor, spec.is_async, spec.thread)
     return options
 
 

@@ -2,13 +2,13 @@
 
 Only flows with caching come here (the scheduler's policy path); a flow without it never does.
 
-The key of a node's result is a digest of the node's fingerprint (flow name, the function's code,
-its declaration: name, wiring, control-flow options, the validate flag), the simple globals its
-code reads (now, at run time), and the identity of each input: a flow input by the digest of its
-value; a node's output by the id of the cache entry it came from, else (not cached, overridden) by
-the digest of its value. An entry id is new each time a node actually runs, so a node that ran
-again (edited, or its entry cleared) invalidates everything downstream of it, not its upstream, and
-a hit always means "this code got exactly these inputs before".
+The key of a node's result is a digest of the node's fingerprint (flow name, the function's code
+in its normalized form -- docstrings, comments and formatting do not count --, its declaration:
+name, wiring, control-flow options, the validate flag), the simple globals its code reads (now, at
+run time), and the data version of each input: the content digest of the value (a flow input, a
+node's output). A cached output's data version is stored with it, so a hit costs no hashing. So a
+cosmetic edit re-runs nothing, and an edit whose output is identical re-runs that node only: its
+dependents' keys did not change. A hit always means "this code got exactly these inputs before".
 
 Concurrent lookups of one key (batch rows, grid variants sharing an upstream) wait for the first
 to finish and then hit, so the work is done once. Only SUCCEEDED outputs are stored: not failures,
@@ -58,7 +58,16 @@ class CacheBackend(Protocol):
 
     def get(self, key: str) -> tuple[str, Any] | None: ...
 
-    def put(self, key: str, flow: str, node: str, value: Any, secrets: tuple[str, ...]) -> str: ...
+    def put(
+        self,
+        key: str,
+        flow: str,
+        node: str,
+        value: Any,
+        secrets: tuple[str, ...] = (),
+        entry: str | None = None,
+        code: str = "",
+    ) -> str: ...
 
 
 @dataclass(eq=False)
@@ -258,7 +267,10 @@ class CacheSession:
         try:
             if self._storable(rec):
                 try:
-                    rec._cache_id = plan.backend.put(key, plan.flow, rec.name, rec.output, self.secrets)
+                    version = data_version(rec.output)
+                    code = plan._fingerprints.get(rec.name) or ""
+                    entry = plan.backend.put(key, plan.flow, rec.name, rec.output, self.secrets, version, code)
+                    rec._cache_id = entry
                 except Unstorable as exc:
                     plan.warn(rec.name, "output", f"its output cannot be kept: {exc}")
         finally:
@@ -303,3 +315,11 @@ def node_fingerprints(graph: Graph, validate: bool) -> dict[str, str | None]:
 # The repeat index of the batch row being run (``flow.batch(..., repeats=N)``); None outside one.
 # Part of the key of nodes declared ``cache="per-sample"`` (not deterministic): each sample is its own call.
 SAMPLE: contextvars.ContextVar[int | None] = contextvars.ContextVar("nbflow_sample", default=None)
+
+
+def data_version(value: Any) -> str | None:
+    """The content digest that stands for a node's output in its dependents' keys (None: not hashable)."""
+    try:
+        return "v:" + digest(value)
+    except Unhashable:
+        return None

@@ -1,13 +1,11 @@
-"""Calling a plain node function: awaited, in a worker thread, or inline; its output checked."""
+"""Calling a plain node function: awaited, in a worker thread or process, or inline; its output checked."""
 
 from __future__ import annotations
 
-from functools import partial
 from types import CoroutineType
 from typing import Any
 
-import anyio.to_thread
-
+from nbflow._engine.executors import call_in_process, call_in_thread
 from nbflow._graph.graph import GNode
 
 __all__ = ["call_function"]
@@ -22,7 +20,7 @@ async def call_function(g: GNode, kwargs: dict[str, Any]) -> Any:
     if spec.is_async:
         out = await spec.func(**kwargs)
     elif spec.thread:
-        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+        out = await (call_in_process if spec.options.get("executor") == "process" else call_in_thread)(g, kwargs)
         if type(out) is CoroutineType:
             out = await out
     else:

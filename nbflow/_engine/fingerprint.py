@@ -2,13 +2,15 @@
 
 A value's digest is the SHA-256 of its pickle (``nf.Secret`` values count by their real value: the
 digest is computed in memory and only the hash is ever kept). A function's fingerprint is its
-source text when Python can find it (notebook cells included), else its byte code and constants,
+normalized source when Python can find it (notebook cells included): its AST without docstrings,
+so comments, formatting and docstrings do not count; else its byte code and constants,
 plus what it reads that a notebook user edits in other cells: simple global values (strings,
 numbers, containers of them) and helper functions from the same module (recursively, by source).
 """
 
 from __future__ import annotations
 
+import ast
 import dis
 import functools
 import hashlib
@@ -88,11 +90,34 @@ def code_fingerprint(func: Callable[..., Any]) -> str:
 def _code_digest(code: types.CodeType) -> str:
     """Per code object: functions made in a loop share one, and ``getsource`` costs ~0.1 ms."""
     try:
-        return digest(("source", textwrap.dedent(inspect.getsource(code))))
+        source = textwrap.dedent(inspect.getsource(code))
     except (OSError, TypeError):
-        parts: list[bytes] = []
-        _code_bytes(code, parts)
-        return digest(("code", b"\0".join(parts)))
+        source = None
+    if source is not None:
+        return digest(("ast", normalized_source(source)))
+    parts: list[bytes] = []
+    _code_bytes(code, parts)
+    return digest(("code", b"\0".join(parts)))
+
+
+def normalized_source(source: str) -> str:
+    """What the code says, not how it is written: its AST without docstrings (comments and formatting
+    never reach it). Source that does not parse alone (a lambda cut from its line) counts as text."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "text:" + source
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
+            body = node.body
+            first = body[0] if body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -122,10 +147,19 @@ def _is_simple(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _is_data(value: Any) -> bool:
+    kind = type(value)
+    module = kind.__module__
+    return (kind.__name__ in ("DataFrame", "Series") and (module == "pandas" or module.startswith("pandas."))) or (
+        kind.__name__ == "ndarray" and module == "numpy"
+    )
+
+
 def globals_fingerprint(func: Callable[..., Any]) -> str:
     """A digest of the globals ``func`` reads that a notebook user may edit in another cell.
 
-    Simple values (a prompt string, a model name, a dict of settings) count by value; functions of
+    Simple values (a prompt string, a model name, a dict of settings) and data (a global DataFrame,
+    Series or numpy array, by the digest of its content: see docs/data_pipelines.md for the cost) count by value; functions of
     the same module (helpers defined in the notebook) by their code and their own globals. Anything
     else (modules, classes, clients, a Counter) is left out, and so are names the code assigns with
     ``global`` (counters): editing those does not invalidate the cache.
@@ -149,6 +183,11 @@ def globals_fingerprint(func: Callable[..., Any]) -> str:
                 parts.append((name, sorted(map(repr, value))))  # set order differs between processes
             elif _is_simple(value):
                 parts.append((name, value))
+            elif _is_data(value):  # a global DataFrame/array: by content (a stale result would be silent)
+                try:
+                    parts.append((name, digest(value)))
+                except Unhashable:
+                    continue
             elif isinstance(value, types.FunctionType) and value.__module__ == fn.__module__:
                 if id(value) in seen or depth >= _DEPTH:
                     continue

@@ -8,12 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from functools import partial
 from types import CoroutineType
 from typing import Any
-
-import anyio
-import anyio.to_thread
 
 from nbflow._core.errors import RunnerError
 from nbflow._core.events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
@@ -22,6 +18,8 @@ from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import PauseSignal
 from nbflow._engine.call import call_function
 from nbflow._engine.control_flow import run_control
+from nbflow._engine.executors import call_in_process, call_in_thread
+from nbflow._engine.isolation import MutationCheck, isolate_inputs
 from nbflow._engine.resources import ready_kwargs, resource_kwargs
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
@@ -80,22 +78,24 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         for param, check in g.checks:
             if param in kwargs:
                 kwargs[param] = check(kwargs[param])
+        guard = MutationCheck.start(name, kwargs)  # nf.config.check_mutation: isolation.py
+        args = isolate_inputs(kwargs)  # the node's own views of shared inputs (frames, arrays)
         if g.resources:  # the record keeps kwargs without them: resources are never stored
-            kwargs = ready_kwargs(kwargs, g.resources, run.inputs) or await resource_kwargs(
-                kwargs, g.resources, run.inputs
-            )
+            args = ready_kwargs(args, g.resources, run.inputs) or await resource_kwargs(args, g.resources, run.inputs)
         if not g.plain:
-            out = await run_control(g, rec, kwargs, run)
+            out = await run_control(g, rec, args, run)
         elif spec.is_async:
-            out = await spec.func(**kwargs)
-        elif spec.thread:
-            out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+            out = await spec.func(**args)
+        elif spec.thread:  # a worker thread, or a worker process (executor="process"): executors.py
+            out = await (call_in_process if spec.options.get("executor") == "process" else call_in_thread)(g, args)
             if type(out) is CoroutineType:
                 out = await out
         else:
-            out = spec.func(**kwargs)
+            out = spec.func(**args)
             if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
                 out = await out
+        if guard is not None:
+            guard.verify(kwargs)
         if g.check_return is not None and g.plain:
             out = g.check_return(out)
     except Exception as exc:
@@ -137,11 +137,17 @@ async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, li
     Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
     steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
     """
+    guard = MutationCheck.start(g.spec.name, kwargs)
+    args = isolate_inputs(kwargs)
     if g.resources:  # per attempt: a factory that failed is built again on a retry
-        kwargs = ready_kwargs(kwargs, g.resources, run.inputs) or await resource_kwargs(kwargs, g.resources, run.inputs)
+        args = ready_kwargs(args, g.resources, run.inputs) or await resource_kwargs(args, g.resources, run.inputs)
     if not g.plain:
-        return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
-    return await call_function(g, kwargs)
+        out = await run_control(g, rec, args, run, limits)  # validates its outputs itself
+    else:
+        out = await call_function(g, args)
+    if guard is not None:
+        guard.verify(kwargs)
+    return out
 
 
 def mark_paused(rec: NodeRecord, run: Run, signal: PauseSignal) -> None:

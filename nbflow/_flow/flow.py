@@ -13,9 +13,11 @@ from typing import Any, TypeVar, overload
 from nbflow._batch import api as _batch
 from nbflow._batch import paused as _paused
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
-from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, UnknownNodeError
+from nbflow._core.config import config
+from nbflow._core.errors import FlowDefinitionError, GraphError, NbflowError, RunnerError, UnknownNodeError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
+from nbflow._core.states import RunStatus
 from nbflow._dsl import options as _options
 from nbflow._dsl.control import Loop, Map, Router
 from nbflow._dsl.limits import Limit
@@ -24,6 +26,7 @@ from nbflow._dsl.resource import ResourceSpec, make_resource_spec
 from nbflow._dsl.spec import NodeSpec, Source, make_spec, make_subflow_spec
 from nbflow._engine import scheduler as scheduler
 from nbflow._engine.caching import plan_cache
+from nbflow._engine.keep import attach_keep, check_keep
 from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
 from nbflow._engine.policy import FlowPolicies, build_policies
 from nbflow._engine.resources import close_specs
@@ -35,6 +38,7 @@ from nbflow._record.run import Run, Subscriber
 from nbflow._show.draw import mimebundle, text_graph, to_dot
 from nbflow._store.checkpoint import load_run, open_store
 from nbflow._store.node_cache import NodeCache, open_cache
+from nbflow._store.outputs import attach_save, check_save
 
 __all__ = ["Flow"]
 
@@ -54,6 +58,10 @@ class Flow:
     ``cache=True`` caches every node's result in memory (``cache="cache.db"``: in a SQLite file
     you trust; ``@flow.node(cache=False)`` opts a node out): a node whose code and inputs did not
     change is not run again. See docs/caching.md.
+
+    ``executor="process"`` runs every plain sync node (declared after, without ``executor=`` or
+    ``thread=False``) in a worker process: CPU-bound work uses every core and an interrupt stops it.
+    See docs/data_pipelines.md.
     """
 
     def __init__(
@@ -67,6 +75,7 @@ class Flow:
         clock: Clock = SYSTEM_CLOCK,
         store: Any = None,
         cache: bool | str | os.PathLike[str] | NodeCache | None = None,
+        executor: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
@@ -81,6 +90,8 @@ class Flow:
         self._limits = _options.flow_limits(name, limits)
         self._clock = _options.flow_clock(name, clock)
         self._cache = open_cache(cache, name)
+        self.executor = _options.check_executor(f"flow {name!r}", executor, False, None)
+        """Where sync nodes declared without ``executor=`` run: None/'thread' (a worker thread) or 'process'."""
         self._node_cache: NodeCache | None = None  # for cache=True nodes while the flow's cache is off
         self._specs: dict[str, NodeSpec] = {}
         self._resources: dict[str, ResourceSpec] = {}
@@ -167,6 +178,9 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
+        executor: str | None = None,
+        save: str | os.PathLike[str] | None = None,
+        outputs: Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def node(
@@ -187,6 +201,9 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
+        executor: str | None = None,
+        save: str | os.PathLike[str] | None = None,
+        outputs: Iterable[str] | None = None,
     ) -> Any:
         """Declare ``func`` as a node and return it unchanged (still callable on its own).
 
@@ -206,6 +223,11 @@ class Flow:
         ``cache=False`` never caches this node (non-deterministic or side effects); ``cache=True``
         caches it even when the flow's cache is off (then in memory); ``cache="per-sample"`` marks it
         not deterministic: cached once per repeat of ``flow.batch(..., repeats=N)``. See docs/caching.md.
+
+        ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
+        functions): CPU-bound work uses every core, and an interrupt, cancel or timeout kills it.
+        ``save="out/features.parquet"`` writes the output of every run to that file (docs/data_pipelines.md).
+        See docs/data_pipelines.md.
         """
 
         register = self._register(
@@ -222,6 +244,9 @@ class Flow:
             on_failure_of=on_failure_of,
             uses=uses,
             cache=cache,
+            executor=executor,
+            save=save,
+            outputs=outputs,
         )
         return register(func) if func is not None else register
 
@@ -291,6 +316,9 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
+        executor: str | None = None,
+        save: str | os.PathLike[str] | None = None,
+        outputs: Iterable[str] | None = None,
     ) -> NodeSpec:
         """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
 
@@ -327,11 +355,16 @@ class Flow:
             uses=uses,
             limits=self._limits,
             cache=cache,
+            executor=executor if executor is not None else _flow_executor(self.executor, spec, thread),
         )
+        if save is not None:
+            options["save"] = check_save(f"node {spec.name!r}", {spec.name: save})[spec.name]
         if options:
             spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
+        if outputs is not None:
+            self._add_fields(spec, outputs)
         self._changed()
         return spec
 
@@ -400,6 +433,34 @@ class Flow:
                 return [self.name, *below]
         return None
 
+    def _add_fields(self, spec: NodeSpec, outputs: Iterable[str] | str) -> None:
+        """``outputs=("X_train", "X_test")``: one node per named field of ``spec``'s output, wired by name.
+
+        A field is a key of a returned dict, an attribute of a dataclass/object, or (a tuple or list)
+        the item at the name's position. Each field node is a cheap inline pick.
+        """
+        names = [outputs] if isinstance(outputs, str) else list(outputs)
+        if not names or len(set(names)) != len(names):
+            raise FlowDefinitionError(
+                f"node {spec.name!r}: outputs= takes distinct field names, e.g. outputs=('X_train', 'X_test'); got {names!r}"
+            )
+        for position, field in enumerate(names):
+            clash = self._specs.get(field)
+            if clash is not None and clash.options.get("field_of") != spec.name:
+                raise FlowDefinitionError(
+                    f"node {spec.name!r}: outputs= names {field!r}, which is already a node of flow {self.name!r}; "
+                    f"rename the field or that node"
+                )
+            pick = make_spec(
+                _field_picker(spec.name, field, position),
+                name=field,
+                inputs={"value": spec.name},
+                thread=False,
+            )
+            pick = _options.with_options(pick, {"field_of": spec.name})
+            self._specs.pop(field, None)
+            self._specs[field] = pick
+
     def remove(self, name: str) -> None:
         """Remove the node ``name``."""
         if name not in self._specs:
@@ -467,6 +528,8 @@ class Flow:
         overrides: Mapping[str, Any] | None,
         on_event: Subscriber | None,
         store: Any = None,
+        keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -488,12 +551,20 @@ class Flow:
         graph = self.graph
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
+        kept = check_keep(graph, keep) if keep is not None else None
+        saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+        if save is not None:
+            saving.update(check_save(f"flow {self.name!r}", save, graph.nodes))
         run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
         run.graph = graph
         run._flow = self
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        if saving:  # before keep=: an output is written before it may be dropped
+            attach_save(run, saving)
+        if kept is not None:
+            attach_keep(run, graph, kept)
         store = store if store is not None else self.store
         if store is not None:
             open_store(store).track(run)
@@ -565,6 +636,8 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -583,7 +656,7 @@ class Flow:
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "arun")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
         auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
@@ -599,6 +672,8 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
@@ -606,12 +681,18 @@ class Flow:
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
         every finished output. ``timeout`` is the run's deadline and ``show`` the live view, as in ``arun``.
+        ``keep=[...]`` keeps only those nodes' outputs (the others are dropped once nothing needs them).
+        ``save={"features": "out/features.parquet"}`` writes outputs to files (``run.saved``; ``nf.load``).
+        With ``nf.config.raise_on_failure`` a run that did not succeed raises ``RunFailedError``.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "run")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
         auto_show(run, None, show)
-        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
+        done = run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
+        if config.raise_on_failure and done.status is not RunStatus.SUCCEEDED:
+            done.raise_for_status()
+        return done
 
     def start(
         self,
@@ -625,6 +706,8 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        keep: Iterable[str] | str | None = None,
+        save: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
@@ -643,7 +726,7 @@ class Flow:
             ) from None
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "start")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle
@@ -707,10 +790,43 @@ class Flow:
         flow: Flow = pickling.rebuild(cls, definition)
         return flow
 
-    def to_dot(self, run: Run | None = None) -> Any:
-        """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given)."""
+    def to_dot(self, run: Run | None = None, *, targets: Iterable[str] | str | None = None) -> Any:
+        """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given).
 
-        return to_dot(self.graph, run)
+        ``targets=`` draws only the part a run with those targets would run: them and what feeds them.
+        """
+        if targets is None:
+            return to_dot(self.graph, run)
+        names = [targets] if isinstance(targets, str) else list(targets)
+        needed = set(names)
+        for n in names:
+            needed.update(self.upstream(n))
+        specs = {n: s for n, s in self._specs.items() if n in needed}
+        return to_dot(compile_graph(self.name, specs, validate=False), run)
+
+    # --- lineage -----------------------------------------------------------------------------------
+    def upstream(self, name: str, *, direct: bool = False) -> list[str]:
+        """The nodes whose outputs feed ``name`` (``direct=True``: only its immediate sources), in run order."""
+        return self._lineage(name, "upstream", direct)
+
+    def downstream(self, name: str, *, direct: bool = False) -> list[str]:
+        """The nodes ``name``'s output feeds (``direct=True``: only its immediate readers), in run order."""
+        return self._lineage(name, "downstream", direct)
+
+    def _lineage(self, name: str, way: str, direct: bool) -> list[str]:
+        graph = self.graph
+        if name not in graph.nodes:
+            raise UnknownNodeError(name, graph.nodes)
+        found: set[str] = set()
+        todo = list(getattr(graph.nodes[name], way))
+        while todo:
+            n = todo.pop()
+            if n in found:
+                continue
+            found.add(n)
+            if not direct:
+                todo.extend(getattr(graph.nodes[n], way))
+        return [n for n in graph.nodes if n in found]
 
     def __repr__(self) -> str:
         names = ", ".join(self._specs) or "no nodes"
@@ -749,3 +865,41 @@ def _check_store(store: object, where: str) -> None:
             f"{where}: store= is the SQLite file runs are checkpointed to (store='runs.db'), got {store!r} "
             f"({type(store).__name__})"
         )
+
+
+def _flow_executor(default: str | None, spec: NodeSpec, thread: bool | None) -> str | None:
+    """The flow's ``executor=`` default for a node that names none: plain sync nodes only."""
+    if default is None or default == "thread" or thread is False or spec.is_async or not spec.plain:
+        return None
+    return default
+
+
+def _field_picker(node: str, field: str, position: int) -> Callable[[Any], Any]:
+    def pick(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            if field in value:
+                return value[field]
+        elif isinstance(value, tuple | list) and not hasattr(value, "_fields"):
+            if position < len(value):
+                return value[position]
+        elif hasattr(value, field):
+            return getattr(value, field)
+        raise NodeOutputFieldError(node, field, value)
+
+    pick.__name__ = pick.__qualname__ = field
+    return pick
+
+
+class NodeOutputFieldError(NbflowError, LookupError):
+    """A node declared with ``outputs=`` returned a value without one of the named fields."""
+
+    def __init__(self, node: str, field: str, value: Any) -> None:
+        from nbflow._core.errors import short_repr
+
+        super().__init__(
+            f"node {node!r} declares outputs= field {field!r}, but returned {short_repr(value)} "
+            f"({type(value).__name__}) without it; return a dict with that key, an object with that "
+            f"attribute, or a tuple with a value at that position"
+        )
+        self.node = node
+        self.field = field

@@ -35,6 +35,7 @@ def definition_of(flow: Any) -> dict[str, Any]:
         "limits": limits,
         "clock": flow._clock,
         "cache": cache_arg,
+        "executor": getattr(flow, "executor", None),
         # Node options are a read-only mappingproxy, which plain pickle refuses: send a dict.
         "specs": [dataclasses.replace(s, options=dict(s.options)) for s in flow._specs.values()],
         # Resources travel as their factories: the receiving process builds its own instances.
@@ -71,6 +72,7 @@ def rebuild(cls: Any, definition: dict[str, Any]) -> Any:
         limits={k: _fresh_limit(v) for k, v in definition["limits"].items()},
         clock=definition["clock"],
         cache=definition["cache"],
+        executor=definition.get("executor"),
     )
     if original is not None:
         register_flow(original)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from nbflow._graph.graph import Graph
 
-__all__ = ["Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
+__all__ = ["DROPPED", "Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
 
 Subscriber = Callable[[Event], object]
 
@@ -93,6 +93,21 @@ class Iteration:
     @property
     def duration(self) -> float | None:
         return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+class _Dropped:
+    """An output dropped by ``flow.run(..., keep=...)`` once nothing of the run needed it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dropped>"
+
+    def __reduce__(self) -> str:
+        return "DROPPED"
+
+
+DROPPED = _Dropped()
 
 
 class NodeRecord:
@@ -212,6 +227,10 @@ class Run:
         self.pause_version = 0
         """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
         self.targets: tuple[str, ...] | None = None
+        self.kept: frozenset[str] | None = None
+        self.saved: dict[str, Any] = {}
+        """``save=``: the files this run wrote, {node: path} (``nf.load(path)`` reads one back)."""
+        """``keep=``: the nodes whose outputs this run keeps (None: all)."""
         self._root_ref: Run | None = None  # see _root
         self._path = ""
         self._pause_requested = False
@@ -308,12 +327,23 @@ class Run:
         try:
             rec = self.nodes[head]
         except KeyError:
+            targets = getattr(self, "targets", None)
+            if targets is not None and head in self._declared_nodes():
+                raise NodeOutputError(
+                    f"node {head!r} is not in this run: it ran only what targets={list(targets)!r} need; "
+                    f"run without targets= (or add {head!r} to them) to get its output"
+                ) from None
             raise UnknownNodeError(head, self.nodes) from None
         if not rest:
             return rec
         if rec.subrun is None:
             raise NodeOutputError(f"node {head!r} is not a sub-flow that ran, so {path!r} has no record")
         return rec.subrun.record(rest)
+
+    def _declared_nodes(self) -> set[str]:
+        """The flow's nodes when this run was made (a run of some ``targets`` holds only part of them)."""
+        graph = getattr(self, "graph", None)
+        return set(getattr(graph, "nodes", ()) or ())
 
     def walk(self, prefix: str = "") -> Iterator[tuple[str, NodeRecord]]:
         """Every node record with its path, sub-flow nodes after their sub-flow node."""
@@ -333,6 +363,12 @@ class Run:
                 why = f" ({rec.skip_reason})"
             raise NodeOutputError(
                 f"node {node!r} has no output: it is {rec.status.name}{why}; see run.nodes[{node!r}] for its record"
+            )
+        if rec.output is DROPPED:
+            kept = sorted(getattr(self, "kept", ()) or ())
+            raise NodeOutputError(
+                f"node {node!r} ran, but its output was dropped: it is not in keep={kept!r}; add it to keep= "
+                f"(or run without keep=) to read it"
             )
         return rec.output
 

@@ -1,7 +1,8 @@
 """``nf.NodeCache``: where a flow keeps node results, in memory or in a SQLite file (docs/caching.md).
 
-A persistent cache stores values with ``pickle``: **only open a cache file you trust**, unpickling
-can run arbitrary code. A value holding an ``nf.Secret`` is never written to a file (that node is
+A persistent cache stores DataFrames as parquet (when parquet keeps them exactly and pyarrow is
+installed) and other values with ``pickle``: **only open a cache file you trust**, unpickling can
+run arbitrary code. A value holding an ``nf.Secret`` is never written to a file (that node is
 then not cached); exceptions inside values are stored as ``StoredError``. Keys are SHA-256 digests:
 a secret input changes the key, but only its hash is ever written.
 """
@@ -12,10 +13,12 @@ import io
 import os
 import pickle
 import sqlite3
+import sys
 import threading
 import time
 import uuid
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -60,7 +63,63 @@ class _CachePickler(StorePickler):
 _SECRET_WHY = "it holds the value of a secret input (nf.Secret), which is never written to a cache file"
 
 
+_PARQUET = b"NBPQ1\0"  # a parquet entry (a pickle starts with b"\x80")
+
+
+def _parquet(value: Any, secrets: tuple[str, ...]) -> bytes | None:
+    """A DataFrame as parquet bytes (smaller and faster than its pickle), or None to pickle it.
+
+    Only frames parquet keeps exactly: string column names, columns of numbers, booleans, dates,
+    categories or strings (an object column of anything else is pickled).
+    """
+    kind = type(value)
+    if kind.__name__ != "DataFrame" or kind.__module__.split(".")[0] != "pandas":
+        return None
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return None
+    import pandas as pd
+
+    if not all(isinstance(c, str) for c in value.columns) or value.columns.has_duplicates:
+        return None
+    texts = []
+    for col in value.columns:
+        series = value[col]
+        if series.dtype == object:
+            if pd.api.types.infer_dtype(series, skipna=True) not in ("string", "empty"):
+                return None
+            texts.append(series)
+        elif pd.api.types.is_string_dtype(series.dtype):
+            texts.append(series)
+    if secrets:  # parquet compresses: look for a secret in the text itself
+        found = [*value.columns, *map(str, value.index[:0])]
+        for series in texts:
+            joined = "\n".join(series.dropna().astype(str))
+            if any(s in joined for s in secrets):
+                raise Unstorable(_SECRET_WHY)
+        if any(s in c for c in found for s in secrets):
+            raise Unstorable(_SECRET_WHY)
+    buf = io.BytesIO()
+    try:
+        value.to_parquet(buf)
+    except Exception:
+        return None
+    return _PARQUET + buf.getvalue()
+
+
+def _loads(data: bytes, allow_pickle: bool = False) -> Any:
+    if data[: len(_PARQUET)] == _PARQUET:  # parquet runs no code when read
+        import pandas as pd
+
+        return pd.read_parquet(io.BytesIO(data[len(_PARQUET) :]))
+    return loads(data, allow_pickle=allow_pickle)
+
+
 def _dumps(value: Any, secrets: tuple[str, ...] = ()) -> bytes:
+    table = _parquet(value, secrets)
+    if table is not None:
+        return table
     buf = io.BytesIO()
     try:
         _CachePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
@@ -81,18 +140,34 @@ class NodeCache:
     to share it between flows (``cache=nf.NodeCache("cache.db")``). ``len(cache)`` counts entries;
     ``cache.clear()`` empties it (``flow.clear_cache()`` clears one flow's entries).
 
-    An in-memory cache keeps the very objects nodes returned (nothing is copied): do not mutate a
-    node's output in place. A file cache raises StoreError if the file is unusable.
+    An in-memory cache keeps the very objects nodes returned (nothing is copied; nodes receive
+    copy-on-write copies of DataFrames and read-only views of arrays). It is bounded: at most
+    ``max_bytes`` (default 1 GiB; None: no bound) of values, the least recently used dropped first,
+    and a node's entries made by code that has since been replaced are dropped when the new code
+    stores its first result (one mechanism, here). A file cache raises StoreError if the file is unusable.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 5.0, allow_pickle: bool = False
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 5.0,
+        max_bytes: int | None = 1 << 30,
+        allow_pickle: bool = False,
     ) -> None:
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise FlowDefinitionError(
+                f"NodeCache(max_bytes={max_bytes!r}): give a positive number of bytes (e.g. 2 << 30 for 2 GiB) or None"
+            )
         self.path = Path(path) if path is not None else None
         self.allow_pickle = allow_pickle  # unpickle entries without a valid tag of your key (trusted files only)
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._entries: dict[str, tuple[str, str, str, Any]] = {}  # memory: key -> (flow, node, entry id, value)
+        # memory: key -> (flow, node, entry id, value, code, size), least recently used first
+        self._entries: OrderedDict[str, tuple[str, str, str, Any, str, int]] = OrderedDict()
+        self.nbytes = 0
+        """Bytes of the values held in memory (estimated: DataFrames deep, arrays by nbytes)."""
         self._db: sqlite3.Connection | None = None
         self._warned = False
         if self.path is None:
@@ -121,23 +196,38 @@ class NodeCache:
     def get(self, key: str) -> tuple[str, Any] | None:
         """(entry id, value) stored under ``key``, or None. A file that fails to read is a miss."""
         if self._db is None:
-            found = self._entries.get(key)
-            return None if found is None else (found[2], found[3])
+            with self._lock:
+                found = self._entries.get(key)
+                if found is None:
+                    return None
+                self._entries.move_to_end(key)
+            return found[2], found[3]
         try:
             row = self._db.execute("SELECT entry, value FROM node_cache WHERE key=?", (key,)).fetchone()
-            return None if row is None else (row[0], loads(row[1], allow_pickle=self.allow_pickle))
+            return None if row is None else (row[0], _loads(row[1], self.allow_pickle))
         except Exception as exc:  # locked, or a value whose class is gone: run the node instead
             self._warn(f"cannot read an entry ({type(exc).__name__}: {exc})")
             return None
 
-    def put(self, key: str, flow: str, node: str, value: Any, secrets: tuple[str, ...] = ()) -> str:
-        """Store ``value``; returns its new entry id. Unstorable if a file cannot hold it.
+    def put(
+        self,
+        key: str,
+        flow: str,
+        node: str,
+        value: Any,
+        secrets: tuple[str, ...] = (),
+        entry: str | None = None,
+        code: str = "",
+    ) -> str:
+        """Store ``value``; returns its entry id (``entry``: its data version, else a new id).
 
         ``secrets``: texts a file must never hold (the run's secret inputs); memory ignores them.
+        ``code``: the fingerprint of the code that made it; in memory, entries of the same node made
+        by other code are dropped (the cell was edited). Unstorable if a file cannot hold it.
         """
-        entry = uuid.uuid4().hex
+        entry = entry or uuid.uuid4().hex
         if self._db is None:
-            self._entries[key] = (flow, node, entry, value)
+            self._put_memory(key, (flow, node, entry, value, code, sizeof(value)))
             return entry
         data = _dumps(value, secrets)
         try:
@@ -149,6 +239,23 @@ class NodeCache:
         except sqlite3.Error as exc:  # a cache that cannot be written must not fail the run
             raise Unstorable(str(store_error(exc, self.path or "", self.timeout))) from None
         return entry
+
+    def _put_memory(self, key: str, item: tuple[str, str, str, Any, str, int]) -> None:
+        flow, node, _, _, code, size = item
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[5]
+            if code:  # replaced code: its results can never be hit again
+                stale = [k for k, e in self._entries.items() if e[0] == flow and e[1] == node and e[4] and e[4] != code]
+                for k in stale:
+                    self.nbytes -= self._entries.pop(k)[5]
+            self._entries[key] = item
+            self.nbytes += size
+            bound = self.max_bytes
+            while bound is not None and self.nbytes > bound and len(self._entries) > 1:
+                _, dropped = self._entries.popitem(last=False)  # least recently used
+                self.nbytes -= dropped[5]
 
     def _warn(self, why: str) -> None:
         if not self._warned:
@@ -165,9 +272,9 @@ class NodeCache:
 
         if self._db is None:
             with self._lock:
-                gone = [k for k, (f, n, _, _) in self._entries.items() if match(f, n)]
+                gone = [k for k, e in self._entries.items() if match(e[0], e[1])]
                 for k in gone:
-                    del self._entries[k]
+                    self.nbytes -= self._entries.pop(k)[5]
             return len(gone)
         where, args = [], []
         if flow is not None:
@@ -198,6 +305,29 @@ class NodeCache:
     def __repr__(self) -> str:
         where = "in memory" if self.path is None else repr(str(self.path))
         return f"<NodeCache {where}: {len(self)} entries>"
+
+
+def sizeof(value: Any, depth: int = 0) -> int:
+    """Bytes ``value`` holds, estimated: DataFrames/Series deep, arrays by nbytes, containers by their items."""
+    kind = type(value)
+    module = kind.__module__
+    try:
+        if (module == "pandas" or module.startswith("pandas.")) and kind.__name__ in ("DataFrame", "Series"):
+            usage = value.memory_usage(deep=True)
+            return int(usage.sum() if hasattr(usage, "sum") else usage)
+        if module == "numpy" and kind.__name__ == "ndarray":
+            return int(value.nbytes)
+    except Exception:
+        pass
+    size = sys.getsizeof(value, 64)
+    if depth < 3:
+        if kind is dict:
+            size += sum(sizeof(k, depth + 1) + sizeof(v, depth + 1) for k, v in value.items())
+        elif kind in (list, tuple, set, frozenset):
+            size += sum(sizeof(v, depth + 1) for v in value)
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            size += sizeof(vars(value), depth + 1)
+    return size
 
 
 _FILES: dict[str, NodeCache] = {}

@@ -91,7 +91,8 @@ print(dict(calls))
 
 # %% [markdown]
 # A new question is a miss for the nodes that depend on it. `flow.clear_cache("llm")` forgets one
-# node's results (it and what follows it run again); `flow.clear_cache()` forgets them all.
+# node's results: it runs again, and what follows it runs again only if its output changed (here the
+# fake LLM answers the same, so `format_answer` is a hit); `flow.clear_cache()` forgets them all.
 
 # %%
 # NBVAL_CHECK_OUTPUT

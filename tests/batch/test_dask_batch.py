@@ -344,3 +344,32 @@ def test_repeats_and_usage_hold_on_the_workers(client: Any) -> None:
     assert remote["input_tokens"].tolist() == [0, 0, 1, 1, 2, 2]
     assert remote["cost"].tolist() == [0.5] * 6
     assert list(remote.columns[-5:]) == ["input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost"]
+
+
+def test_few_heavy_rows_give_every_worker_work(client: Any) -> None:
+    """8 rows and 2 workers at the default chunking: both workers run rows (not one chunk of 8)."""
+    flow = nf.Flow("dask-heavy")
+
+    @flow.node
+    def heavy(x: int) -> int:
+        import os
+        import time
+
+        time.sleep(0.2)
+        return os.getpid()
+
+    df = flow.batch([{"x": i} for i in range(8)], executor=client, progress=False)
+    assert (df["status"] == "succeeded").all()
+    assert df["heavy"].nunique() == 2, df["heavy"].tolist()
+
+
+@pytest.mark.parametrize(
+    ("rows", "threads", "concurrency", "expected"),
+    [(8, 2, 16, 4), (40, 4, 16, 10), (10_000, 4, 16, 160), (3, 8, 16, 1), (1000, 2, 16, 125)],
+)
+def test_default_chunk_size_splits_few_rows_across_threads(
+    rows: int, threads: int, concurrency: int, expected: int
+) -> None:
+    from nbflow._batch.dask import default_chunk_size
+
+    assert default_chunk_size(rows, threads, concurrency) == expected

@@ -102,7 +102,7 @@ async def test_cancelling_a_sync_node_in_a_thread_returns_promptly():
         release.wait(10)
         return 1
 
-    with anyio.fail_after(5), anyio.move_on_after(0.2):
+    with pytest.warns(nf.NodeStillRunningWarning, match="'blocking'"), anyio.fail_after(5), anyio.move_on_after(0.2):
         await flow.arun()
     release.set()
     assert flow.last_run.nodes["blocking"].status is nf.NodeStatus.CANCELLED

@@ -85,7 +85,7 @@ async def test_a_thread_node_times_out_without_waiting_for_the_thread():
         return "late"
 
     try:
-        with anyio.fail_after(10):
+        with pytest.warns(nf.NodeStillRunningWarning, match="'blocking'"), anyio.fail_after(10):
             run = await flow.arun()
     finally:
         release.set()  # let the abandoned thread end

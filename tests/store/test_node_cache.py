@@ -181,8 +181,9 @@ def test_clear_cache_per_node_reruns_it_and_downstream():
     flow.run(x=1)
     assert flow.clear_cache("b") == 1
     run = flow.run(x=1)
-    assert cached(run) == {"a": True, "b": False, "c": False, "d": True}
-    assert flow.clear_cache() == 5  # b and c were stored again; c's old entry is still there
+    # b ran again and gave the same output (its data version): c's key did not change, c is a hit.
+    assert cached(run) == {"a": True, "b": False, "c": True, "d": True}
+    assert flow.clear_cache() == 4  # b was stored again under its key
     assert len(flow.cache or []) == 0
     with pytest.raises(nf.UnknownNodeError, match="'bb'"):
         flow.clear_cache("bb")
@@ -416,10 +417,13 @@ def test_targets_and_overrides():
     assert set(part.nodes) == {"a", "b"}
     full = flow.run(x=1)
     assert cached(full) == {"a": True, "b": True, "c": False, "d": False}
-    # An override is keyed by its value (a's entry id keyed the earlier runs): one miss, then hits.
+    # An override is keyed by its value, like any output: a=2 is what a computed (x + 1), so hits;
+    # another value misses once, then hits.
     over = flow.run(x=1, overrides={"a": 2})
-    assert cached(over) == {"a": False, "b": False, "c": False, "d": False} and over.nodes["a"].overridden
-    over = flow.run(x=1, overrides={"a": 2})
+    assert cached(over) == {"a": False, "b": True, "c": True, "d": True} and over.nodes["a"].overridden
+    over = flow.run(x=1, overrides={"a": 5})
+    assert cached(over) == {"a": False, "b": False, "c": False, "d": False}
+    over = flow.run(x=1, overrides={"a": 5})
     assert cached(over) == {"a": False, "b": True, "c": True, "d": True}
     changed = flow.run(x=1, overrides={"a": 10})
     assert changed["c"] == 120 and not changed.nodes["b"].cached

@@ -1,0 +1,330 @@
+"""Where a sync node's function runs: a worker thread, or a worker process (``executor="process"``).
+
+Threads (the default for sync functions) are cheap, but Python cannot stop one: an interrupt,
+a cancel or a timeout returns at once while the function goes on burning a core. So when that
+happens this module says so at once (``NodeStillRunningWarning``, naming the node and the fix).
+
+A process node runs in a pooled worker process (``nbflow/_engine/worker.py``), its function
+and inputs sent with cloudpickle (notebook-defined functions travel by value, as with Dask). A
+cancel, an interrupt or a timeout kills the worker: the work stops for real. CPU-bound batch rows
+of process nodes run in parallel on every core (the pool has one worker per core:
+``nf.config.process_workers``).
+
+Concurrent CPU nodes must not oversubscribe the cores: each process call gets a BLAS/OpenMP thread
+budget of cores // busy workers, and while several sync thread nodes run at once the process-wide
+BLAS/OpenMP pools are capped at cores // running (threadpoolctl, when installed).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from nbflow._core.config import config
+from nbflow._core.errors import NodeStillRunningWarning, ProcessNodeError
+from nbflow._graph.graph import GNode
+
+__all__ = ["call_in_process", "call_in_thread", "process_pool", "thread_budget"]
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# --- threads -------------------------------------------------------------------------------------
+
+
+class _ThreadBudget:
+    """Caps process-wide BLAS/OpenMP threads while several sync thread nodes run at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+        self._applied: int | None = None
+        self._original: Any = None  # threadpoolctl's limiter: restores the original sizes
+        self._controller: Any = None
+        self._modules = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self.running += 1
+            self._apply()
+
+    def leave(self) -> None:
+        with self._lock:
+            self.running -= 1
+            self._apply()
+
+    def _apply(self) -> None:
+        want = max(1, cores() // self.running) if self.running > 1 else None
+        if want == self._applied or "numpy" not in sys.modules:  # no BLAS loaded: nothing to cap
+            return
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            return
+        try:
+            if want is None:
+                if self._original is not None:
+                    self._original.restore_original_limits()
+                    self._original = None
+            else:
+                # Finding the loaded BLAS/OpenMP libraries costs milliseconds: once per set of imports.
+                if self._controller is None or self._modules != len(sys.modules):
+                    self._controller = ThreadpoolController()
+                    self._modules = len(sys.modules)
+                limiter = self._controller.limit(limits=want)
+                if self._original is None:
+                    self._original = limiter
+        except Exception:  # a library threadpoolctl cannot drive: never fail a node over it
+            return
+        self._applied = want
+
+
+_budget = _ThreadBudget()
+
+
+def thread_budget() -> int:
+    """How many sync thread nodes are running right now (for tests and the docs' example)."""
+    return _budget.running
+
+
+async def call_in_thread(g: GNode, kwargs: dict[str, Any]) -> Any:
+    """Call ``g``'s sync function in a worker thread; if cancelled while it still runs, say so at once."""
+    func = g.spec.func
+    state = {"done": False}
+
+    def target() -> Any:
+        _budget.enter()
+        try:
+            return func(**kwargs)
+        finally:
+            state["done"] = True
+            _budget.leave()
+
+    try:
+        return await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+    except BaseException:
+        if not state["done"]:
+            warn_still_running(g.spec.name)
+        raise
+
+
+def warn_still_running(node: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", NodeStillRunningWarning)  # every interrupt, not once per place
+        try:
+            warnings.warn(
+                f"node {node!r} is still running in a worker thread: the run was stopped, but Python "
+                f"cannot stop a thread, so its work goes on using the CPU until it returns. "
+                f"Fix: @flow.node(executor='process') runs it in a worker process that an interrupt kills",
+                NodeStillRunningWarning,
+                stacklevel=2,
+            )
+        except Warning:  # warnings turned into errors: never replace the cancellation with one
+            pass
+
+
+# --- processes -----------------------------------------------------------------------------------
+
+
+# Load worker.py by its path, not as ``nbflow._engine.worker``: importing the nbflow package would
+# cost a worker ~1 s; the worker needs only the stdlib and cloudpickle.
+_BOOT = (
+    "import sys, importlib.util as u; s = u.spec_from_file_location('_nbflow_worker', sys.argv[1]); "
+    "m = u.module_from_spec(s); s.loader.exec_module(m); m.main()"
+)
+
+
+class _Worker:
+    def __init__(self) -> None:
+        paths = [p for p in sys.path if p]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, os.path.join(os.path.dirname(__file__), "worker.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=os.getcwd(),
+        )
+        self.pid = self.proc.pid
+
+    def call(self, payload: bytes) -> bytes | None:
+        """Send one call and wait for its reply (None: the worker died or was killed)."""
+        from nbflow._engine.worker import read_frame, write_frame
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            write_frame(self.proc.stdin, payload)  # type: ignore[arg-type]
+        except (BrokenPipeError, OSError, ValueError):
+            return None
+        try:
+            return read_frame(self.proc.stdout)  # type: ignore[arg-type]
+        except (OSError, ValueError):
+            return None
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except Exception:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except Exception:
+                pass
+
+
+class ProcessPool:
+    """Worker processes shared by every flow in this interpreter: at most ``size`` busy at once.
+
+    Idle workers are kept (a worker's imports are paid once); a worker whose call was cancelled is
+    killed, and one that died is replaced on the next call.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self.busy = 0
+        self.started = 0
+        self.killed: list[int] = []  # pids of workers killed by a cancel/interrupt/timeout (last 100)
+
+    @property
+    def size(self) -> int:
+        return config.process_workers or cores()
+
+    @property
+    def pids(self) -> list[int]:
+        """The pids of the live workers (idle ones; busy ones are not listed)."""
+        with self._lock:
+            return [w.pid for w in self._idle]
+
+    def _take(self) -> tuple[bool, _Worker | None]:
+        with self._lock:
+            if self.busy >= self.size:
+                return False, None
+            self.busy += 1
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.proc.poll() is None:
+                    return True, worker
+            return True, None
+
+    async def acquire(self) -> _Worker:
+        delay = 0.002
+        while True:
+            ok, worker = self._take()
+            if ok:
+                break
+            await anyio.sleep(delay)  # every worker busy: wait (loop-agnostic, batches share the pool)
+            delay = min(delay * 2, 0.02)
+        if worker is None:
+            try:
+                worker = _Worker()
+            except BaseException:
+                with self._lock:
+                    self.busy -= 1
+                raise
+            self.started += 1
+        return worker
+
+    def release(self, worker: _Worker, keep: bool) -> None:
+        with self._lock:
+            self.busy -= 1
+            if keep and worker.proc.poll() is None:
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+    def shutdown(self) -> None:
+        """Stop the idle workers (busy ones stop when their call ends). Run at exit."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for w in idle:
+            w.kill()
+
+
+process_pool = ProcessPool()
+atexit.register(process_pool.shutdown)
+
+
+class RemoteTraceback(Exception):
+    """The traceback of a node's exception as raised in its worker process (the ``__cause__``)."""
+
+    def __str__(self) -> str:
+        return "\n\n" + str(self.args[0]) if self.args else ""
+
+
+async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
+    """Call ``g``'s function in a worker process; a cancel (interrupt, timeout) kills the worker."""
+    import cloudpickle
+
+    name = g.spec.name
+    pool = process_pool
+    worker = await pool.acquire()
+    keep = False
+    try:
+        threads = max(1, cores() // max(1, pool.busy))
+        try:
+            payload = cloudpickle.dumps((g.spec.func, kwargs, threads))
+        except Exception as exc:
+            param = _unpicklable_param(kwargs)
+            what = f"its input {param!r}" if param else "its function"
+            keep = True
+            raise ProcessNodeError(
+                name,
+                f"{what} cannot be sent to a worker process ({type(exc).__name__}: {exc}); pass picklable "
+                f"data, or run the node in a thread (drop executor='process')",
+            ) from None
+        try:
+            reply = await anyio.to_thread.run_sync(worker.call, payload, abandon_on_cancel=True)
+        except BaseException:
+            worker.kill()  # cancelled, interrupted, timed out: stop the work for real
+            pool.killed = [*pool.killed[-99:], worker.pid]
+            raise
+        if reply is None:
+            try:
+                code: int | None = worker.proc.wait(timeout=2)  # EOF comes a moment before the exit status
+            except subprocess.TimeoutExpired:
+                code = None
+            raise ProcessNodeError(
+                name,
+                f"its worker process (pid {worker.pid}) died while running it (exit code {code}); "
+                f"out of memory or a crash in native code? Run it once directly to see",
+            )
+        keep = True
+    finally:
+        pool.release(worker, keep)
+    status, *rest = cloudpickle.loads(reply)
+    if status == "ok":
+        return rest[0]
+    if status == "error":
+        error, text = rest
+        error.__cause__ = RemoteTraceback(text)
+        raise error
+    raise ProcessNodeError(name, f"{rest[0]}; return picklable data (e.g. plain values, DataFrames, arrays)")
+
+
+def _unpicklable_param(kwargs: dict[str, Any]) -> str | None:
+    import cloudpickle
+
+    for k, v in kwargs.items():
+        try:
+            cloudpickle.dumps(v)
+        except Exception:
+            return k
+    return None
