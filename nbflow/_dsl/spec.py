@@ -57,6 +57,8 @@ class NodeSpec:
     """A sub-flow run as this node (``func`` is then the sub-flow's runner)."""
     output: str | None = None
     """For a sub-flow: which of its nodes is the output (None: a dict of its leaf outputs)."""
+    auto_thread: bool = False
+    """A sync node declared without ``thread=``: the engine learns whether it may run inline."""
 
     @property
     def plain(self) -> bool:
@@ -127,6 +129,7 @@ def make_spec(
         params=wire_params(node_name, declared, inputs, getattr(func, "__name__", func)),
         is_async=is_async,
         thread=(not is_async) if thread is None else bool(thread),
+        auto_thread=thread is None and not is_async,
         options=MappingProxyType(dict(options or {})),
         **control_fields(node_name, declared, router, branch, map, loop),
     )

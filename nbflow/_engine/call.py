@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from functools import partial
 from types import CoroutineType
 from typing import Any
 
-import anyio.to_thread
-
+from nbflow._engine.sync_call import call_sync
 from nbflow._graph.graph import GNode
 
 __all__ = ["call_function"]
@@ -21,12 +19,8 @@ async def call_function(g: GNode, kwargs: dict[str, Any]) -> Any:
     spec = g.spec
     if spec.is_async:
         out = await spec.func(**kwargs)
-    elif spec.thread:
-        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
-        if type(out) is CoroutineType:
-            out = await out
-    else:
-        out = spec.func(**kwargs)
+    else:  # sync: inline or in a worker thread, as thread= or what was learned says (sync_call.py)
+        out = await call_sync(g, kwargs)
         if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
             out = await out
     if g.check_return is not None:

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from functools import partial
 from types import CoroutineType
 from typing import Any
-
-import anyio
-import anyio.to_thread
 
 from nbflow._core.events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
 from nbflow._core.states import NodeStatus
@@ -20,6 +16,7 @@ from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import PauseSignal
 from nbflow._engine.call import call_function
 from nbflow._engine.control_flow import run_control
+from nbflow._engine.sync_call import call_sync
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
 from nbflow._record.run import Attempt, NodeRecord, Run
@@ -51,12 +48,8 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
             out = await run_control(g, rec, kwargs, run)
         elif spec.is_async:
             out = await spec.func(**kwargs)
-        elif spec.thread:
-            out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
-            if type(out) is CoroutineType:
-                out = await out
-        else:
-            out = spec.func(**kwargs)
+        else:  # sync: inline or in a worker thread, as thread= or what was learned says (sync_call.py)
+            out = await call_sync(g, kwargs)
             if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
                 out = await out
         if g.check_return is not None and g.plain:

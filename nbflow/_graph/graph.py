@@ -47,10 +47,27 @@ class GNode:
     """For a router: the branch names it may choose."""
     plain: bool = True
     """No control flow (router, map, loop, sub-flow): called directly."""
+    call_mode: CallMode | None = field(default=None, compare=False)
+    """A sync node without ``thread=``: what the engine has learned about running it inline."""
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+
+class CallMode:
+    """Mutable, per compiled node: whether a sync node currently runs inline on the loop.
+
+    The rule that updates it lives in ``nbflow._engine.sync_call``; this only holds the state.
+    """
+
+    __slots__ = ("fast", "inline", "needed", "strikes")
+
+    def __init__(self) -> None:
+        self.inline = False  # every sync node starts in a worker thread
+        self.fast = 0  # in a thread: quick calls in a row; inline: clean inline calls in a row
+        self.needed = 3  # how many such calls move it inline (doubles after each move back)
+        self.strikes = 0  # how often an inline call was too slow
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +298,7 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
             simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
             branches=branches.get(n, ()),
             plain=spec.plain,
+            call_mode=CallMode() if spec.auto_thread and spec.options.get("timeout") is None else None,
         )
     names = sorted(set(inputs_req) | set(inputs_opt))
     inputs = {i: InputInfo(i, tuple(inputs_req.get(i, ())), tuple(inputs_opt.get(i, ()))) for i in names}
