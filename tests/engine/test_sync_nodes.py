@@ -5,6 +5,7 @@ behaviour (which thread ran a call, whether other rows progressed), not timings.
 """
 
 import asyncio
+import itertools
 import threading
 import time
 
@@ -48,7 +49,7 @@ async def test_a_blocking_sync_node_does_not_freeze_other_rows_or_the_loop():
     assert max(finished[i] for i in range(1, 60)) < finished[0]
     # ...and the loop kept turning: no gap between heartbeats near the length of the block.
     during = [t for t in ticks if t0 < t < finished[0]]
-    gaps = [b - a for a, b in zip(during, during[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(during)]
     assert len(during) > 10 and max(gaps) < 0.75
 
 
