@@ -237,7 +237,9 @@ async def _drive(state: State) -> pd.DataFrame:
         await runner(state, todo, store, secret, progress, renderer)
     finally:
         if own_store and store is not None:
-            store.close()
+            store.close()  # commits the rows still queued (group commit), then closes
+        elif store is not None:
+            store.flush()
     return state.frame if state.frame is not None else state.build()
 
 

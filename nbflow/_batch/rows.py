@@ -148,7 +148,13 @@ async def run_rows(
                 last_error = f"{result['error_type']}: {result['error_message']}"
             if store is not None:
                 assert state.batch_id is not None
-                store.write_row(state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret)
+                # Group commit: rows finishing in this turn of the loop share one transaction, and
+                # no row starts before the rows finished earlier are on disk (batch_store.py).
+                committed = store.queue_row(
+                    state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret
+                )
+                if committed is not None:
+                    await asyncio.shield(committed)
             if breaker is not None and consecutive >= breaker and not stop:
                 stop = True
                 state.stopped = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import inspect
 from collections.abc import Iterable, Mapping
@@ -202,21 +203,40 @@ class Graph:
 def find_cycle(upstream: Mapping[str, Iterable[str]], among: Iterable[str]) -> list[str]:
     """A cycle among ``among`` (each of which is on or leads to one), first node repeated at the end."""
     among_set = set(among)
-    start = min(among_set, key=list(upstream).index)
+    position = {n: i for i, n in enumerate(upstream)}  # linear: a 30,000-node cycle is reported in ms
+    start = min(among_set, key=position.__getitem__)
     path: list[str] = []
     index: dict[str, int] = {}
     node = start
     while node not in index:
         index[node] = len(path)
         path.append(node)
-        node = next(u for u in upstream[node] if u in among_set)
+        for u in upstream[node]:
+            if u in among_set:
+                node = u
+                break
     cycle = path[index[node] :]
     cycle.reverse()  # report in data-flow direction: producer -> consumer
     return [*cycle, cycle[0]]
 
 
 def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = True) -> Graph:
-    """Resolve wiring, check for cycles, order topologically and build validators."""
+    """Resolve wiring, check for cycles, order topologically and build validators.
+
+    The garbage collector is paused meanwhile: compiling allocates a few objects per node and none
+    of them are garbage, yet above ~10,000 nodes collections took 30-50% of the time.
+    """
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _compile(name, specs, validate)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _compile(name: str, specs: Mapping[str, NodeSpec], validate: bool) -> Graph:
     order = list(specs)
     position = {n: i for i, n in enumerate(order)}
     deps: dict[str, tuple[Dep, ...]] = {}
@@ -271,7 +291,8 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
         raise CycleError(find_cycle(upstream, [n for n in order if indegree[n] > 0]))
 
     nodes: dict[str, GNode] = {}
-    hints = {n: hints_of(specs[n].func) if specs[n].flow is None else {} for n in topo} if validate else {}
+    memo: dict[Any, dict[str, Any]] = {}
+    hints = {n: hints_of(specs[n].func, memo) if specs[n].flow is None else {} for n in topo} if validate else {}
     for n in topo:
         spec = specs[n]
         checks: list[tuple[str, Validator]] = []

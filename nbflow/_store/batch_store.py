@@ -1,7 +1,8 @@
 """SQLite persistence (stdlib ``sqlite3``): finished batch rows, written as they finish.
 
-One file, WAL journal, one transaction per finished row, so a process killed mid-batch loses at
-most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
+One file, WAL journal; the rows that finished in the same turn of the event loop are committed
+together at the end of that turn (group commit, ``queue_row``), so a process killed mid-batch
+loses at most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
 the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
 Schema (version 1; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
@@ -21,6 +22,7 @@ yourself; ``load(..., unpickle=False)`` leaves pickled values as an opaque marke
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import math
@@ -89,6 +91,8 @@ class BatchStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
+        self._pending: list[tuple[Any, ...]] = []  # rows queued for the next group commit
+        self._committed: asyncio.Future[None] | None = None  # the next group commit
         self._db = open_db(self.path, timeout=5.0)
         try:
             self._db.executescript(_SCHEMA)
@@ -147,15 +151,70 @@ class BatchStore:
         secret_columns: Iterable[str] = (),
     ) -> None:
         """Write one finished row in its own transaction (replacing an earlier try of the same row)."""
-        secret = set(secret_columns)
-        encoded = {k: ({_REDACTED: True} if k in secret else _encode(v)) for k, v in data.items()}
-        text = json.dumps(encoded, allow_nan=True)
+        self.flush()  # rows queued earlier go first
+        self.write_params([_row_params(batch_id, index, run_id, status, data, secret_columns)])
+
+    # --- group commit ------------------------------------------------------------------------------
+    # A batch finishes many rows in the same turn of the event loop (rows awaiting the same kind of
+    # call wake together). Committing each in its own transaction cost ~28 µs per row on the loop's
+    # thread; ``queue_row`` commits them together at the end of the loop's turn (``call_soon``). The
+    # row's worker awaits that commit before it starts another row, so a SIGKILL still loses at most
+    # the rows in flight: every row that finished before any later row started is on disk.
+    def queue_row(
+        self,
+        batch_id: str,
+        index: int,
+        run_id: str | None,
+        status: str,
+        data: Mapping[str, Any],
+        *,
+        secret_columns: Iterable[str] = (),
+    ) -> asyncio.Future[None] | None:
+        """Like ``write_row``, committed with the other rows finished in the same turn of the running loop.
+
+        Returns the future of that commit (await it before starting more work: it raises the
+        write's error, if any), or None without a running loop (the row was written at once).
+        """
+        params = _row_params(batch_id, index, run_id, status, data, secret_columns)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_params([params])
+            return None
+        self._pending.append(params)
+        if self._committed is None:
+            self._committed = loop.create_future()
+            loop.call_soon(self._flush_soon)
+        return self._committed
+
+    def flush(self) -> None:
+        """Commit the queued rows now, in one transaction (raises the write's error)."""
+        if self._pending:
+            self._commit(raise_error=True)
+
+    def write_params(self, rows: list[tuple[Any, ...]]) -> None:
         with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (batch_id, index, run_id, status, time.time(), text),
-            )
+            self._db.executemany(_INSERT_ROW, rows)
+
+    def _flush_soon(self) -> None:
+        self._commit(raise_error=False)
+
+    def _commit(self, raise_error: bool) -> None:
+        pending, self._pending = self._pending, []
+        committed, self._committed = self._committed, None
+        try:
+            if pending:
+                self.write_params(pending)
+        except Exception as exc:  # every row waiting on this commit gets the error
+            if committed is not None and not committed.done():
+                committed.set_exception(exc)
+                if raise_error:
+                    committed.exception()  # raised here instead: not "never retrieved"
+            if raise_error or committed is None:
+                raise
+            return
+        if committed is not None and not committed.done():
+            committed.set_result(None)
 
     def rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> dict[int, StoredRow]:
         """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``.
@@ -202,7 +261,10 @@ class BatchStore:
         return Transaction(self._db)
 
     def close(self) -> None:
-        self._db.close()
+        try:
+            self.flush()
+        finally:
+            self._db.close()
 
     def __enter__(self) -> BatchStore:
         return self
@@ -212,6 +274,28 @@ class BatchStore:
 
     def __repr__(self) -> str:
         return f"<nbflow BatchStore {self.path!r}>"
+
+
+_INSERT_ROW = "INSERT OR REPLACE INTO batch_rows(batch_id, row_index, run_id, status, finished_at, data) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def _row_params(
+    batch_id: str, index: int, run_id: str | None, status: str, data: Mapping[str, Any], secret_columns: Iterable[str]
+) -> tuple[Any, ...]:
+    secret = set(secret_columns) if secret_columns else ()
+    encoded = {}
+    for k, v in data.items():
+        if k in secret:
+            encoded[k] = {_REDACTED: True}
+        elif v is None or type(v) in _SCALARS:  # most columns: stored as they are
+            encoded[k] = v
+        else:
+            encoded[k] = _encode(v)
+    return (batch_id, index, run_id, status, time.time(), _dumps(encoded))
+
+
+_SCALARS = frozenset((str, int, float, bool))
+_dumps = json.JSONEncoder(allow_nan=True).encode
 
 
 def _json_exact(value: Any) -> bool:

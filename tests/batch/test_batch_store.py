@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -252,3 +253,32 @@ def test_resume_warns_when_the_store_has_only_other_batches_of_the_flow(tmp_path
     with pytest.warns(nf.NbflowWarning, match="has no batch .* so every row runs; it holds other batches"):
         df = flow.batch(changed, store=db, resume=True)
     assert (df["status"] == "succeeded").all()
+
+
+def test_rows_finishing_together_are_committed_together_and_a_failed_commit_fails_the_batch(tmp_path):
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("group")
+
+    @flow.node
+    async def work(i: int) -> int:
+        await asyncio.sleep(0.01)  # all rows of a wave wake in the same turn of the loop
+        return i
+
+    with nf.BatchStore(db) as store:
+        commits = []
+        store._db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+        df = flow.batch([{"i": i} for i in range(200)], concurrency=50, store=store, batch_id="g")
+        assert (df["status"] == "succeeded").all()
+        assert sorted(store.rows("g")) == list(range(200))
+        assert len(commits) < 50  # ~one per wave of 50 rows, not one per row
+
+    broken = nf.Flow("broken")
+
+    @broken.node
+    async def drop(i: int) -> int:
+        if i == 3:  # the store's table disappears under the batch: the next commit fails
+            sqlite3.connect(db).execute("DROP TABLE batch_rows")
+        return i
+
+    with pytest.raises(Exception, match="batch_rows"):
+        broken.batch([{"i": i} for i in range(10)], concurrency=1, store=db, batch_id="h")
