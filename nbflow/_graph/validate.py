@@ -35,7 +35,7 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, dict[str, Any]] | None = 
         if found is not None:
             return dict(found)
     hints = _hints_of(func)
-    if key is not None:
+    if key is not None and memo is not None:
         memo[key] = dict(hints)
     return hints
 
