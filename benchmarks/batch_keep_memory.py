@@ -62,14 +62,20 @@ def main() -> None:
     none = held(n, "none")
     failed = held(n, "failed")
     every = held(n, "all", limit=n)
-    print(f"memory held after a {n:,}-row batch (MiB): keep='none' {none:.1f}, keep='failed' {failed:.1f}, "
-          f"keep='all' {every:.1f}")
-    print(f"per kept run: {(every - none) * 2**20 / n / 1024:.2f} KiB (keep='all', {n:,} runs); "
-          f"keep='failed' adds {(failed - none) * 2**20 / max(n // 20, 1) / 1024:.2f} KiB per failed row")
+    print(
+        f"memory held after a {n:,}-row batch (MiB): keep='none' {none:.1f}, keep='failed' {failed:.1f}, "
+        f"keep='all' {every:.1f}"
+    )
+    print(
+        f"per kept run: {(every - none) * 2**20 / n / 1024:.2f} KiB (keep='all', {n:,} runs); "
+        f"keep='failed' adds {(failed - none) * 2**20 / max(n // 20, 1) / 1024:.2f} KiB per failed row"
+    )
     small = held(n, "all", limit=1_000)
     big = held(2 * n, "all", limit=1_000)
-    print(f"bound: keep='all', keep_limit=1,000: {small:.1f} MiB at {n:,} rows, {big:.1f} MiB at {2 * n:,} rows "
-          f"(the frame grows, the kept runs do not: ratio {big / small:.2f}x for 2x rows)")
+    print(
+        f"bound: keep='all', keep_limit=1,000: {small:.1f} MiB at {n:,} rows, {big:.1f} MiB at {2 * n:,} rows "
+        f"(the frame grows, the kept runs do not: ratio {big / small:.2f}x for 2x rows)"
+    )
 
 
 if __name__ == "__main__":

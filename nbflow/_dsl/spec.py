@@ -6,7 +6,7 @@ import inspect
 import keyword
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any
 
 from nbflow._core.errors import FlowDefinitionError, UnknownNodeError
@@ -57,6 +57,8 @@ class NodeSpec:
     """A sub-flow run as this node (``func`` is then the sub-flow's runner)."""
     output: str | None = None
     """For a sub-flow: which of its nodes is the output (None: a dict of its leaf outputs)."""
+    auto_thread: bool = False
+    """A sync node declared without ``thread=``: the engine learns whether it may run inline."""
 
     @property
     def plain(self) -> bool:
@@ -104,6 +106,63 @@ def make_spec(
             f"def with yield): its output would be a generator object, not the values it yields; return a "
             f"list (return list(...)) or use @flow.map over the items"
         )
+    declared = _from_code(func, node_name)
+    if declared is None:
+        declared = _from_signature(func, node_name)
+    # An object whose __call__ is async is an async node too (a coroutine would otherwise be its output).
+    if type(func) is FunctionType and "_is_coroutine_marker" not in func.__dict__:
+        is_async = bool(func.__code__.co_flags & _CO_COROUTINE)  # what inspect would say, cheaper
+    else:
+        is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+    if thread and is_async:
+        raise FlowDefinitionError(f"node {node_name!r}: thread=True is for sync functions; this one is async")
+    return NodeSpec(
+        name=node_name,
+        func=func,
+        params=wire_params(node_name, declared, inputs, getattr(func, "__name__", func)),
+        is_async=is_async,
+        thread=(not is_async) if thread is None else bool(thread),
+        auto_thread=thread is None and not is_async,
+        options=MappingProxyType(dict(options or {})),
+        **control_fields(node_name, declared, router, branch, map, loop),
+    )
+
+
+_CO_COROUTINE = inspect.CO_COROUTINE
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+
+def _from_code(func: Any, node_name: str) -> list[tuple[str, Any, Any]] | None:
+    """The parameters (name, default, annotation) of a plain function, read from its code object.
+
+    What ``inspect.signature`` would give, at a fraction of its cost (building a flow of many nodes
+    was mostly signature objects). None when ``func`` is not a plain function (a partial, a
+    callable object, a wrapper with ``__wrapped__``/``__signature__``): the caller falls back.
+    """
+    if type(func) is not FunctionType or "__wrapped__" in func.__dict__ or "__signature__" in func.__dict__:
+        return None
+    code = func.__code__
+    if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS) or code.co_posonlyargcount:
+        return _from_signature(func, node_name)  # the full path words the errors
+    n_pos = code.co_argcount
+    names = code.co_varnames[: n_pos + code.co_kwonlyargcount]
+    defaults = func.__defaults__ or ()
+    kwdefaults = func.__kwdefaults__ or {}
+    annotations = func.__annotations__
+    first_default = n_pos - len(defaults)
+    empty = inspect.Parameter.empty
+    declared = []
+    for i, pname in enumerate(names):
+        if i < n_pos:
+            default = defaults[i - first_default] if i >= first_default else MISSING
+        else:
+            default = kwdefaults.get(pname, MISSING)
+        declared.append((pname, default, annotations.get(pname, empty)))
+    return declared
+
+
+def _from_signature(func: Any, node_name: str) -> list[tuple[str, Any, Any]]:
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError) as exc:
@@ -123,19 +182,7 @@ def make_spec(
             )
         default = MISSING if p.default is p.empty else p.default
         declared.append((p.name, default, p.annotation))
-    # An object whose __call__ is async is an async node too (a coroutine would otherwise be its output).
-    is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
-    if thread and is_async:
-        raise FlowDefinitionError(f"node {node_name!r}: thread=True is for sync functions; this one is async")
-    return NodeSpec(
-        name=node_name,
-        func=func,
-        params=wire_params(node_name, declared, inputs, getattr(func, "__name__", func)),
-        is_async=is_async,
-        thread=(not is_async) if thread is None else bool(thread),
-        options=MappingProxyType(dict(options or {})),
-        **control_fields(node_name, declared, router, branch, map, loop),
-    )
+    return declared
 
 
 def wire_params(
@@ -154,7 +201,8 @@ def wire_params(
             check_name(source.source, f"node {node!r}: inputs[{pname!r}] optional source")
             params.append(ParamSpec(pname, source.source, default, annotation, optional=True))
         else:
-            check_name(source, f"node {node!r}: inputs[{pname!r}] source")
+            if source is not pname:  # a parameter's own name is an identifier already
+                check_name(source, f"node {node!r}: inputs[{pname!r}] source")
             params.append(ParamSpec(pname, source, default, annotation))
     if inputs:
         unknown = ", ".join(repr(k) for k in inputs)

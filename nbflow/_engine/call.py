@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import CoroutineType
 from typing import Any
 
-from nbflow._engine.executors import call_in_process, call_in_thread
+from nbflow._engine.executors import call_in_process
+from nbflow._engine.sync_call import call_sync
 from nbflow._graph.graph import GNode
 
 __all__ = ["call_function"]
@@ -19,12 +20,12 @@ async def call_function(g: GNode, kwargs: dict[str, Any]) -> Any:
     spec = g.spec
     if spec.is_async:
         out = await spec.func(**kwargs)
-    elif spec.thread:
-        out = await (call_in_process if spec.options.get("executor") == "process" else call_in_thread)(g, kwargs)
+    elif spec.options.get("executor") == "process":  # a worker process an interrupt kills: executors.py
+        out = await call_in_process(g, kwargs)
         if type(out) is CoroutineType:
             out = await out
-    else:
-        out = spec.func(**kwargs)
+    else:  # sync: inline or in a worker thread, as thread= or what was learned says (sync_call.py)
+        out = await call_sync(g, kwargs)
         if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
             out = await out
     if g.check_return is not None:

@@ -32,7 +32,13 @@ from nbflow._core.config import config
 from nbflow._core.errors import NodeStillRunningWarning, ProcessNodeError
 from nbflow._graph.graph import GNode
 
-__all__ = ["call_in_process", "call_in_thread", "process_pool", "thread_budget"]
+__all__ = [
+    "call_in_process",
+    "call_in_thread",
+    "in_thread",
+    "process_pool",
+    "thread_budget",
+]
 
 
 def cores() -> int:
@@ -102,13 +108,18 @@ def thread_budget() -> int:
 
 async def call_in_thread(g: GNode, kwargs: dict[str, Any]) -> Any:
     """Call ``g``'s sync function in a worker thread; if cancelled while it still runs, say so at once."""
-    func = g.spec.func
+    return await in_thread(g.spec.name, g.spec.func, **kwargs)
+
+
+async def in_thread(node: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` in a worker thread, with its share of the BLAS/OpenMP threads; a thread
+    still running when the call is cancelled (an interrupt, a timeout) is reported at once, naming ``node``."""
     state = {"done": False}
 
     def target() -> Any:
         _budget.enter()
         try:
-            return func(**kwargs)
+            return func(*args, **kwargs)
         finally:
             state["done"] = True
             _budget.leave()
@@ -117,7 +128,7 @@ async def call_in_thread(g: GNode, kwargs: dict[str, Any]) -> Any:
         return await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
     except BaseException:
         if not state["done"]:
-            warn_still_running(g.spec.name)
+            warn_still_running(node)
         raise
 
 

@@ -18,9 +18,10 @@ from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import PauseSignal
 from nbflow._engine.call import call_function
 from nbflow._engine.control_flow import run_control
-from nbflow._engine.executors import call_in_process, call_in_thread
+from nbflow._engine.executors import call_in_process
 from nbflow._engine.isolation import MutationCheck, isolate_inputs
 from nbflow._engine.resources import ready_kwargs, resource_kwargs
+from nbflow._engine.sync_call import call_sync
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
 from nbflow._record.run import Attempt, NodeRecord, Run
@@ -86,12 +87,10 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
             out = await run_control(g, rec, args, run)
         elif spec.is_async:
             out = await spec.func(**args)
-        elif spec.thread:  # a worker thread, or a worker process (executor="process"): executors.py
-            out = await (call_in_process if spec.options.get("executor") == "process" else call_in_thread)(g, args)
-            if type(out) is CoroutineType:
-                out = await out
-        else:
-            out = spec.func(**args)
+        elif spec.options.get("executor") == "process":  # a worker process an interrupt kills: executors.py
+            out = await call_in_process(g, args)
+        else:  # sync: inline or in a worker thread, as thread= or what was learned says (sync_call.py)
+            out = await call_sync(g, args)
             if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
                 out = await out
         if guard is not None:

@@ -6,6 +6,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from functools import lru_cache
+from types import FunctionType
 from typing import Any
 
 from nbflow._core.errors import TypeValidationError
@@ -17,8 +18,29 @@ Validator = Callable[[Any], Any]
 _NO_CHECK = {inspect.Parameter.empty, Any, object, None.__class__}
 
 
-def hints_of(func: Callable[..., Any]) -> dict[str, Any]:
-    """The function's resolved type hints; unresolvable ones (forward refs) are left out."""
+def hints_of(func: Callable[..., Any], memo: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The function's resolved type hints; unresolvable ones (forward refs) are left out.
+
+    ``memo`` (one per compile: names may be rebound between compiles, as in a notebook) shares the
+    result between plain functions of one module with the same annotations: many nodes made in a
+    loop resolve ``"int"`` once, not once each (string annotations cost a ``compile`` each).
+    """
+    key = None
+    if memo is not None and type(func) is FunctionType and "__wrapped__" not in func.__dict__:
+        try:
+            key = (id(func.__globals__), tuple(func.__annotations__.items()))
+            found = memo.get(key)
+        except TypeError:  # an unhashable annotation: no sharing
+            key = found = None
+        if found is not None:
+            return dict(found)
+    hints = _hints_of(func)
+    if key is not None and memo is not None:
+        memo[key] = dict(hints)
+    return hints
+
+
+def _hints_of(func: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(func)
     except Exception:

@@ -63,7 +63,7 @@ def test_keep_all_and_none_and_the_bound() -> None:
     nothing = flow.batch(CASES, keep="none", progress=False)
     with pytest.raises(nf.BatchError, match="keep='none'"):
         nothing.nbflow.run(1)
-    bounded = flow.batch(CASES, keep="all", keep_limit=2, progress=False)
+    bounded = flow.batch(CASES, keep="all", keep_limit=2, concurrency=1, progress=False)  # rows 0 and 1 kept
     bounded.nbflow.run(1)
     with pytest.raises(nf.BatchError, match="at most 2 in memory"):
         bounded.nbflow.run(4)

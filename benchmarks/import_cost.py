@@ -1,0 +1,57 @@
+"""What ``import nbflow`` costs: wall time and memory, in fresh interpreters, against ``import asyncio``.
+
+The baseline is what a hand-written asyncio DAG imports (``asyncio``). Each sample is a new
+process; time is measured inside it around the import, memory as the growth of peak RSS.
+
+    python benchmarks/import_cost.py [--repeat 9]
+
+Goal: import nbflow <= 70 ms and <= 7 MiB on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+_PROBE = """
+import resource, time
+r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+import {module}
+t = time.perf_counter() - t0
+print(t, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - r0) / 1024)
+"""
+
+
+def sample(module: str) -> tuple[float, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(module=module)], capture_output=True, text=True, check=True
+    )
+    t, mib = out.stdout.split()
+    return float(t), float(mib)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    res: dict[str, list[tuple[float, float]]] = {"asyncio": [], "nbflow": []}
+    for _ in range(args.repeat):  # interleaved: machine noise hits both alike
+        for module in res:
+            res[module].append(sample(module))
+    med = {m: (statistics.median(t for t, _ in v), statistics.median(x for _, x in v)) for m, v in res.items()}
+    (bt, bm), (nt, nm) = med["asyncio"], med["nbflow"]
+    print(f"import cost, median of {args.repeat} fresh interpreters")
+    print(f"  import asyncio: {bt * 1e3:7.1f} ms  +{bm:5.1f} MiB peak RSS")
+    print(f"  import nbflow:  {nt * 1e3:7.1f} ms  +{nm:5.1f} MiB peak RSS   ({nt / bt:.1f}x the time of asyncio)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"asyncio": med["asyncio"], "nbflow": med["nbflow"]}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

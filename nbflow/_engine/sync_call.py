@@ -1,0 +1,114 @@
+"""Calling a sync node: inline on the loop once it has proved quick, otherwise in a worker thread.
+
+The rule (measured, see docs/engine.md "Sync nodes"): a sync node declared without ``thread=``
+starts in a worker thread. There each call is timed, wall clock and the thread's CPU time. A call
+that took under ``INLINE_BELOW`` and spent most of it computing (not waiting on I/O, a sleep or a
+lock) is *quick*; after ``needed`` quick calls in a row (3 at first) the node runs inline on the
+loop, where a thread hop (~50-150 µs of CPU, most of a trivial node's cost) is saved. Inline calls
+are timed too: one that takes longer than ``BACK_TO_THREAD`` (garbage collection not counted) moves
+the node back to a thread, and it then needs twice as many quick calls as before to be moved
+inline again; 1,024 clean inline calls in a row forgive one such strike (under a loaded machine
+the OS can pause the process mid-call, which looks the same from here).
+
+The one failure mode: a function that is quick and compute-only for its first calls and only
+later blocks (a cache that starts missing and goes to the network) blocks the loop for that one
+call before it is moved back. ``thread=True`` rules that out; ``thread=False`` always runs inline.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+from nbflow._engine.executors import in_thread
+from nbflow._graph.graph import CallMode, GNode
+
+__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "call_sync"]
+
+INLINE_BELOW = 0.000_2  # s: a thread hop costs ~50-150 µs of CPU; calls shorter than ~this are cheaper inline
+BACK_TO_THREAD = 0.003  # s: an inline call this long (garbage collection not counted) held the loop: back to a thread
+_NEEDED = 3  # quick calls in a row in a thread before going inline (doubled per recent strike)
+_MAX_STRIKES = 10
+_FORGIVE_AFTER = 1024  # clean inline calls in a row that forgive one strike (a preempted process, not the node)
+
+_perf = time.perf_counter
+_cpu = time.thread_time
+
+
+async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
+    """Call ``g``'s sync function with ``kwargs``: inline or in a worker thread, as its call mode says.
+
+    A node with ``thread=`` given has no call mode: ``thread=True`` always hops, ``False`` never.
+    The result may be a coroutine (a sync function handing one back): the caller awaits it.
+    """
+    func = g.spec.func
+    mode = g.call_mode
+    if mode is None:
+        if g.spec.thread:
+            return await in_thread(g.spec.name, _call, func, kwargs)
+        return func(**kwargs)
+    if mode.inline:
+        gc0 = _gc_time[0]
+        t0 = _perf()
+        try:
+            return func(**kwargs)
+        finally:
+            took = _perf() - t0
+            if took > BACK_TO_THREAD and took - (_gc_time[0] - gc0) > BACK_TO_THREAD:
+                _back_to_thread(mode)
+            else:
+                mode.fast += 1  # while inline: the clean streak; a long one forgives a strike
+                if mode.fast >= _FORGIVE_AFTER and mode.strikes:
+                    mode.strikes -= 1
+                    mode.needed = _NEEDED << mode.strikes
+                    mode.fast = 0
+    box = await in_thread(g.spec.name, _timed, func, kwargs)
+    wall, cpu = box[2], box[3]
+    if wall < INLINE_BELOW and cpu * 2 >= wall:
+        mode.fast += 1
+        if mode.fast >= mode.needed:
+            mode.inline = True
+            mode.fast = 0
+    else:
+        mode.fast = 0
+    if box[0]:
+        return box[1]
+    raise box[1]
+
+
+def _back_to_thread(mode: CallMode) -> None:
+    mode.inline = False
+    mode.fast = 0
+    mode.strikes = min(mode.strikes + 1, _MAX_STRIKES)
+    mode.needed = _NEEDED << mode.strikes
+
+
+# Seconds spent in garbage collection so far: an inline call is not blamed for a collection.
+_gc_time = [0.0]
+_gc_started = [0.0]
+
+
+def _on_gc(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _gc_started[0] = _perf()
+    else:
+        _gc_time[0] += _perf() - _gc_started[0]
+
+
+gc.callbacks.append(_on_gc)
+
+
+def _call(func: Any, kwargs: dict[str, Any]) -> Any:
+    return func(**kwargs)
+
+
+def _timed(func: Any, kwargs: dict[str, Any]) -> tuple[bool, Any, float, float]:
+    """In the worker thread: (ok, result or exception, wall seconds, CPU seconds of this thread)."""
+    c0 = _cpu()
+    t0 = _perf()
+    try:
+        out = func(**kwargs)
+    except Exception as exc:  # re-raised on the loop, its traceback intact
+        return False, exc, _perf() - t0, _cpu() - c0
+    return True, out, _perf() - t0, _cpu() - c0

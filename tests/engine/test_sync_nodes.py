@@ -1,0 +1,156 @@
+"""Sync nodes: a quick one learns to run inline on the loop, a blocking one never freezes other rows.
+
+The rule is in nbflow/_engine/sync_call.py and docs/engine.md ("Sync nodes"). These tests pin
+behaviour (which thread ran a call, whether other rows progressed), not timings.
+"""
+
+import asyncio
+import itertools
+import threading
+import time
+
+import pytest
+
+import nbflow as nf
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_blocking_sync_node_does_not_freeze_other_rows_or_the_loop():
+    flow = nf.Flow("blocking")
+    finished: dict[int, float] = {}
+
+    @flow.node
+    def work(x: int) -> int:
+        if x == 0:
+            time.sleep(1.5)  # a blocking call (a slow HTTP request, a sleep): must not hold the loop
+        return x
+
+    @flow.node
+    async def done(work: int) -> int:
+        finished[work] = time.perf_counter()
+        return work
+
+    ticks = []
+
+    async def heartbeat() -> None:
+        while True:
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.01)
+
+    beat = asyncio.get_running_loop().create_task(heartbeat())
+    t0 = time.perf_counter()
+    try:
+        frame = await flow.abatch([{"x": i} for i in range(60)], concurrency=8, progress=False)
+    finally:
+        beat.cancel()
+    assert (frame["status"] == "succeeded").all()
+    # Every other row finished while row 0 was still blocked in its call...
+    assert max(finished[i] for i in range(1, 60)) < finished[0]
+    # ...and the loop kept turning: no gap between heartbeats near the length of the block.
+    during = [t for t in ticks if t0 < t < finished[0]]
+    gaps = [b - a for a, b in itertools.pairwise(during)]
+    assert len(during) > 10 and max(gaps) < 0.75
+
+
+async def test_a_quick_sync_node_moves_inline_and_back_to_a_thread_once_it_blocks():
+    flow = nf.Flow("learn")
+    loop_thread = threading.get_ident()
+    where: list[int] = []
+
+    @flow.node
+    def step(x: int) -> int:
+        where.append(threading.get_ident())
+        if x < 0:
+            time.sleep(0.05)  # longer than the inline budget (a few ms)
+        return x + 1
+
+    for i in range(10):
+        assert (await flow.arun(x=i))["step"] == i + 1
+    assert where[0] != loop_thread  # a sync node starts in a worker thread
+    assert where[-1] == loop_thread  # quick, compute-only calls: it learned to run inline
+    where.clear()
+    await flow.arun(x=-1)  # the one failure mode: this call blocks the loop (it was inline)...
+    assert where == [loop_thread]
+    where.clear()
+    for i in range(3):
+        await flow.arun(x=i)
+    assert where[0] != loop_thread  # ...and the node is back in a thread right after
+    # A node that keeps blocking in its thread is never moved inline again.
+    where.clear()
+    for _ in range(12):
+        await flow.arun(x=-1)
+    assert loop_thread not in where
+
+
+async def test_a_sync_node_that_waits_on_io_stays_in_a_thread_even_when_short():
+    flow = nf.Flow("io")
+    loop_thread = threading.get_ident()
+    where: list[int] = []
+
+    @flow.node
+    def fetch(x: int) -> int:
+        where.append(threading.get_ident())
+        time.sleep(0.0001)  # short, but waiting rather than computing: a thread lets rows overlap
+        return x
+
+    for i in range(20):
+        await flow.arun(x=i)
+    assert loop_thread not in where
+
+
+@pytest.mark.parametrize("forced", [True, False])
+async def test_thread_given_is_always_honoured(forced: bool):
+    flow = nf.Flow("forced")
+    loop_thread = threading.get_ident()
+    where: list[int] = []
+
+    @flow.node(thread=forced)
+    def step(x: int) -> int:
+        where.append(threading.get_ident())
+        if x == 0 and not forced:
+            time.sleep(0.01)  # slow, yet inline: thread=False says so
+        return x
+
+    for i in range(20):
+        await flow.arun(x=i)
+    assert all((t != loop_thread) is forced for t in where), where
+
+
+async def test_a_sync_node_with_a_timeout_stays_in_a_thread_so_the_timeout_can_fire():
+    flow = nf.Flow("timeout")
+    loop_thread = threading.get_ident()
+    where: list[int] = []
+
+    @flow.node(timeout=0.2)
+    def step(x: int) -> int:
+        where.append(threading.get_ident())
+        if x < 0:
+            time.sleep(1.0)
+        return x
+
+    for i in range(10):
+        await flow.arun(x=i)
+    assert loop_thread not in where
+    run = await flow.arun(x=-1)
+    assert run.status is nf.RunStatus.FAILED
+    assert isinstance(run.nodes["step"].error, nf.NodeTimeoutError)
+
+
+async def test_errors_from_a_learned_sync_node_keep_the_users_traceback():
+    flow = nf.Flow("errors")
+
+    @flow.node
+    def step(x: int) -> int:
+        if x < 0:
+            raise ValueError(f"negative: {x}")
+        return x
+
+    for i in range(5):
+        await flow.arun(x=i)
+    for x in (-1, -2):  # -1 may run in a thread or inline: both give the same record
+        run = await flow.arun(x=x)
+        rec = run.nodes["step"]
+        assert isinstance(rec.error, ValueError) and str(rec.error) == f"negative: {x}"
+        assert 'raise ValueError(f"negative: {x}")' in rec.traceback
+        assert "nbflow" not in rec.traceback.splitlines()[1]
