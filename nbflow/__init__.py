@@ -27,6 +27,7 @@ from .engine.events import NodeRetrying as NodeRetrying
 from .engine.events import NodeSkipped as NodeSkipped
 from .engine.events import NodeStarted as NodeStarted
 from .engine.events import NodeSucceeded as NodeSucceeded
+from .engine.events import NodeUsage as NodeUsage
 from .engine.events import RunFinished as RunFinished
 from .engine.events import RunPaused as RunPaused
 from .engine.events import RunStarted as RunStarted
@@ -77,6 +78,7 @@ from .secret import REDACTED as REDACTED
 from .secret import Secret as Secret
 from .store import BatchStore as BatchStore
 from .summary import summarize as summarize
+from .usage import usage as usage
 
 __version__ = "0.1.0"
 
@@ -129,6 +131,7 @@ __all__ = [
     "NodeStatus",
     "NodeSucceeded",
     "NodeTimeoutError",
+    "NodeUsage",
     "Question",
     "ResumeConflictError",
     "Retry",
@@ -158,4 +161,5 @@ __all__ = [
     "load_run",
     "optional",
     "summarize",
+    "usage",
 ]

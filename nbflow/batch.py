@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._batch_rows import STATUS_COLUMNS, Case, Cases, batch_key, prepare_cases
+from .config import config
 from .engine.states import NodeStatus, RunStatus
 from .errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from .progress import REFRESH, BatchProgress, make_renderer
@@ -63,6 +64,7 @@ class _Options:
     progress: Any
     executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/dask_batch.py)
     chunk_size: int | None = None
+    trace: Any = None  # OpenTelemetry spans per row (nbflow/otel.py); None: nbflow.config.trace
 
 
 @dataclass(slots=True)
@@ -108,6 +110,7 @@ def batch(
     progress: Any = None,
     executor: Any = None,
     chunk_size: int | None = None,
+    trace: Any = None,
 ) -> pd.DataFrame:
     """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
 
@@ -129,7 +132,9 @@ def batch(
     ``store_secrets=True``; ``max_consecutive_failures=N`` stops starting rows after N failures in a
     row; ``timeout`` bounds the whole batch, ``row_timeout`` each row; ``progress`` None (auto),
     True, False or a renderer. ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
-    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md.
+    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md. ``trace`` sends
+    each row's spans to OpenTelemetry (as in ``flow.run``; the spans carry the batch id, row and
+    variant; docs/tracing.md).
 
     Raises BatchError / MissingColumnError before anything runs if the rows cannot feed the flow.
     On Ctrl-C or a kernel interrupt raises BatchInterrupted, whose ``.frame`` keeps every finished row.
@@ -149,6 +154,7 @@ def batch(
         progress,
         executor,
         chunk_size,
+        trace,
     )
     state = _State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
 
@@ -184,6 +190,7 @@ async def abatch(
     progress: Any = None,
     executor: Any = None,
     chunk_size: int | None = None,
+    trace: Any = None,
 ) -> pd.DataFrame:
     """Like ``flow.batch`` (same options and result) on the running event loop.
 
@@ -206,6 +213,7 @@ async def abatch(
         progress,
         executor,
         chunk_size,
+        trace,
     )
     state = _State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
     return await _drive(state)
@@ -226,6 +234,7 @@ def _options(
     progress: Any,
     executor: Any = None,
     chunk_size: int | None = None,
+    trace: Any = None,
 ) -> _Options:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise BatchError(f"concurrency= is the number of rows in flight, a positive int; got {concurrency!r}")
@@ -244,6 +253,15 @@ def _options(
         raise BatchError(f"chunk_size= is the number of rows per Dask task, a positive int; got {chunk_size!r}")
     if chunk_size is not None and executor is None:
         raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
+    if trace is not None and trace is not False:
+        from .otel import check_trace
+
+        check_trace(trace, "flow.batch(trace=...)")
+        if executor is not None:
+            raise BatchError(
+                "trace= cannot follow rows to Dask workers (a tracer provider lives in one process); set up "
+                "tracing on the workers (nbflow.config.trace = 'otel' there) or run the batch locally"
+            )
     return _Options(
         concurrency,
         outputs,
@@ -259,6 +277,7 @@ def _options(
         progress,
         executor,
         chunk_size,
+        trace,
     )
 
 
@@ -370,11 +389,18 @@ async def _run_rows(
     row_timeout = opts.row_timeout
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
+    trace_row = None
+    if opts.trace is not None or config.trace is not None:  # off: not even an import
+        from .otel import row_attacher
+
+        trace_row = row_attacher(opts.trace, state.batch_id, cases.grid_keys, secret)
 
     async def one(case: Case) -> tuple[Run, bool]:
         # The same path as flow.arun after its checks: the batch planned every row up front.
         run = Run(flow.name, f"{prefix}-{case.index}", case.inputs, case.plan.nodes)
         run.graph = graph
+        if trace_row is not None:
+            trace_row(run, case)
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
         timed_out = False
         if row_timeout is None:

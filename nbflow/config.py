@@ -17,12 +17,15 @@ class Config:
     ``show``: in a notebook, ``flow.run``/``arun``/``start`` display the live run view (a per-call
     ``show=`` wins). ``widgets``: displaying a Run or RunHandle in a notebook shows the interactive
     widget; False shows the static SVG instead. ``redraw_interval``: the live view redraws at most
-    once per this many seconds (events in between are coalesced).
+    once per this many seconds (events in between are coalesced). ``trace``: ``"otel"`` sends
+    every run's spans to OpenTelemetry's global tracer provider, or set a ``TracerProvider`` (needs
+    ``pip install 'nbflow[otel]'``; a per-call ``trace=`` wins; None: off). See docs/tracing.md.
     """
 
     show: bool = True
     widgets: bool = True
     redraw_interval: float = 0.25
+    trace: Any = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ("show", "widgets") and not isinstance(value, bool):
@@ -34,6 +37,10 @@ class Config:
                 f"nbflow.config.redraw_interval must be a number of seconds in (0, 60], got {value!r} "
                 f"(e.g. 0.25: at most four redraws a second)"
             )
+        if name == "trace" and value is not None:
+            from .otel import check_trace
+
+            value = check_trace(value, "nbflow.config.trace")
         object.__setattr__(self, name, value)  # an unknown name fails here (slots): no silent typos
 
 

@@ -15,6 +15,7 @@ from . import batch as _batch
 from ._missing import MISSING
 from .cache import NodeCache, open_cache
 from .clock import SYSTEM_CLOCK, Clock
+from .config import config
 from .control import Loop, Map, Router
 from .display import auto_show
 from .engine import scheduler
@@ -383,6 +384,7 @@ class Flow:
         overrides: Mapping[str, Any] | None,
         on_event: Subscriber | None,
         store: Any = None,
+        trace: Any = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -398,6 +400,10 @@ class Flow:
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        if trace is not None or config.trace is not None:  # off: not even an import (docs/tracing.md)
+            from .otel import attach
+
+            attach(run, trace, where=f"flow {self.name!r}: trace=")
         store = store if store is not None else self.store
         if store is not None:
             from .checkpoint import open_store
@@ -449,6 +455,7 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        trace: Any = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -464,10 +471,13 @@ class Flow:
 
         In a notebook the live run view is displayed unless ``show=False`` (or ``nbflow.config.show =
         False``); elsewhere ``show=True`` prints a compact text progress to stderr.
+
+        ``trace`` sends the run's spans to OpenTelemetry: ``"otel"`` (the global tracer provider), a
+        TracerProvider, or False (off for this call); default ``nbflow.config.trace``. See docs/tracing.md.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "arun")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, trace)
         auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
@@ -483,17 +493,18 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        trace: Any = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
 
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
-        every finished output. ``timeout`` is the run's deadline and ``show`` the live view, as in ``arun``.
+        every finished output. ``timeout``, ``show`` and ``trace`` as in ``arun``.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "run")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, trace)
         auto_show(run, None, show)
         return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
 
@@ -509,12 +520,13 @@ class Flow:
         store: Any = None,
         timeout: float | None = None,
         show: bool | None = None,
+        trace: Any = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
 
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
-        ``timeout`` is the run's deadline and ``show`` the live view (with a Cancel button), as in ``arun``.
+        ``timeout``, ``show`` (the live view, with a Cancel button) and ``trace`` as in ``arun``.
         """
 
         try:
@@ -527,7 +539,7 @@ class Flow:
             ) from None
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "start")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store)
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, trace)
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle

@@ -6,6 +6,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ._missing import MISSING
+from .config import config
 from .engine.states import RunStatus
 from .errors import ResumeConflictError, RunnerError
 from .hitl import validate_answer
@@ -117,4 +118,8 @@ async def continue_run(run: Run) -> Run:
 
         run.nodes = {n: run.nodes.get(n) or NodeRecord(n) for n in plan.nodes}
     run.graph = graph
+    if config.trace is not None:  # a run loaded from a store has no tracer yet (off: not even an import)
+        from .otel import attach
+
+        attach(run)
     return await flow._execute(graph, plan, run, run.inputs, {}, None)

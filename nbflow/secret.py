@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "Secret", "looks_secret", "redact"]
+__all__ = ["REDACTED", "SCRUBBED", "Secret", "looks_secret", "redact", "scrub", "secret_texts"]
 
 # Whole words, in any case style: "auth_token", "OPENAI_API_KEY", "apiKey", "db_password" are
 # secrets; "max_tokens", "author", "tokenizer" are not (a batch would otherwise drop such columns).
@@ -74,3 +75,29 @@ def looks_secret(name: str) -> bool:
 def redact(name: str, value: Any) -> Any:
     """``REDACTED`` for a Secret or a secret-looking name, else the value."""
     return REDACTED if isinstance(value, Secret) or looks_secret(name) else value
+
+
+SCRUBBED = "***"
+"""What stands in a text where a secret's text was (``Secret``'s own repr shows the same)."""
+
+
+def secret_texts(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The texts of the secrets among ``values``: every ``nf.Secret``, and every str under a secret-looking name.
+
+    Texts shorter than 4 characters are left out: replacing them would garble every text, and no
+    real credential is that short.
+    """
+    found = {
+        str.__str__(v)
+        for k, v in values.items()
+        if isinstance(v, str) and (isinstance(v, Secret) or (isinstance(k, str) and looks_secret(k)))
+    }
+    return tuple(sorted((s for s in found if len(s) >= 4), key=len, reverse=True))  # longest first: overlaps
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with the text of every secret in ``secrets`` replaced by ``SCRUBBED`` (for messages a node echoed)."""
+    for s in secrets:
+        if s in text:
+            text = text.replace(s, SCRUBBED)
+    return text

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from functools import partial
 from types import CoroutineType
 from typing import Any
 
 import anyio.to_thread
 
 from ..graph import GNode
+from .pause import in_thread
 
 __all__ = ["call_function"]
 
@@ -22,7 +22,7 @@ async def call_function(g: GNode, kwargs: dict[str, Any]) -> Any:
     if spec.is_async:
         out = await spec.func(**kwargs)
     elif spec.thread:
-        out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+        out = await anyio.to_thread.run_sync(in_thread(spec.func, kwargs), abandon_on_cancel=True)
         if type(out) is CoroutineType:
             out = await out
     else:

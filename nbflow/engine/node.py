@@ -11,7 +11,6 @@ import os
 import time
 import traceback
 from collections.abc import Sequence
-from functools import partial
 from types import CoroutineType
 from typing import Any
 
@@ -24,7 +23,7 @@ from ..run import Attempt, NodeRecord, Run
 from .call import call_function
 from .control import run_control
 from .events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
-from .pause import PauseSignal
+from .pause import PauseSignal, in_thread
 from .states import NodeStatus
 
 __all__ = ["call_node", "format_user_traceback", "invoke", "mark_paused"]
@@ -61,7 +60,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         elif spec.is_async:
             out = await spec.func(**kwargs)
         elif spec.thread:
-            out = await anyio.to_thread.run_sync(partial(spec.func, **kwargs), abandon_on_cancel=True)
+            out = await anyio.to_thread.run_sync(in_thread(spec.func, kwargs), abandon_on_cancel=True)
             if type(out) is CoroutineType:
                 out = await out
         else:

@@ -9,13 +9,15 @@ then returns the stored answer (the node's code before ``ask()`` runs again: kee
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..run import Run
 
-__all__ = ["ACTIVE", "AskContext", "PauseSignal", "Question", "WorkerContext", "current"]
+__all__ = ["ACTIVE", "AskContext", "PauseSignal", "Question", "WorkerContext", "current", "in_thread"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +81,32 @@ class WorkerContext:
 ACTIVE: dict[Any, WorkerContext | AskContext] = {}
 
 
+# Set only inside a node's worker thread, where no task is running (nf.usage() in a sync node).
+_IN_THREAD: ContextVar[AskContext | None] = ContextVar("nbflow_node_in_thread", default=None)
+
+
 def current() -> AskContext | None:
     import asyncio
 
     try:
         task = asyncio.current_task()
-    except RuntimeError:
-        return None
+    except RuntimeError:  # no loop in this thread: a sync node in a worker thread, or not in a node
+        return _IN_THREAD.get()
     found = ACTIVE.get(task)
     if found is None:
         return None
     return found if isinstance(found, AskContext) else found.ask_context()
+
+
+def in_thread(func: Callable[..., Any], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """``func(**kwargs)``, to be called in a worker thread, knowing which node it runs for (for nf.usage)."""
+    ctx = current()
+
+    def call() -> Any:
+        token = _IN_THREAD.set(ctx)
+        try:
+            return func(**kwargs)
+        finally:
+            _IN_THREAD.reset(token)
+
+    return call
