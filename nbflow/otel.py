@@ -109,7 +109,7 @@ def attach(run: Run, trace: Any = None, *, where: str = "trace=") -> RunTracer |
 
 def row_attacher(
     trace: Any, batch_id: str | None, grid_keys: Sequence[str], secret_columns: Iterable[str]
-) -> Callable[[Run, Mapping[str, Any]], None] | None:
+) -> Callable[[Run, Any], None] | None:
     """For a batch: a function tracing one row's run with the batch id, row and variant on every span (None: off)."""
     option = _resolve(trace, "flow.batch(trace=...)")
     if option is None:
@@ -297,17 +297,17 @@ class RunTracer:
                 self._end(held, event.time, {"nbflow.status": "paused", "nbflow.questions": len(event.questions)})
                 return
             status = event.status.value
-            error = None
             if status in ("failed", "cancelled"):
                 failed = [n for n, r in self.run.nodes.items() if r.status.value == "failed" and r.error is not None]
                 why = event.reason or (f"node {failed[0]!r} failed" if failed else status)
                 held.span.set_status(self._Status(self._StatusCode.ERROR, self._text(why)))
                 if failed:
                     held.span.set_attribute("error.type", type(self.run.nodes[failed[0]].error).__name__)
-            self._end(held, event.time, {"nbflow.status": status, "nbflow.reason": event.reason}, error)
+            self._end(held, event.time, {"nbflow.status": status, "nbflow.reason": event.reason})
 
     def _node(self, event: NodeEvent) -> None:
         path = event.node
+        attrs: dict[str, Any]
         if isinstance(event, NodeStarted):
             old = self.nodes.pop(path, None)
             if old is not None:  # an attempt that ended without its event (should not happen)
@@ -322,7 +322,7 @@ class RunTracer:
                 return
             total = held.usage
             total[3] = True
-            attrs: dict[str, Any] = {}
+            attrs = {}
             if event.model is not None:
                 attrs["gen_ai.request.model"] = event.model
             if event.input_tokens is not None:
@@ -344,11 +344,11 @@ class RunTracer:
             if event.recovered:
                 attrs["nbflow.recovered"] = True
                 try:
-                    error = self.run.record(path).error
+                    recovered_from = self.run.record(path).error
                 except Exception:
-                    error = None
-                if error is not None:
-                    attrs["error.type"] = type(error).__name__
+                    recovered_from = None
+                if recovered_from is not None:
+                    attrs["error.type"] = type(recovered_from).__name__
             held = self.nodes.pop(path, None)
             if held is None:
                 self._instant(path, event.time, {**attrs, "nbflow.cached": event.cached})
@@ -357,14 +357,13 @@ class RunTracer:
                 self._end(held, event.time, attrs)
         elif isinstance(event, NodeFailed | NodeRetrying):
             held = self.nodes.pop(path, None)
-            retrying = isinstance(event, NodeRetrying)
             attrs = {"nbflow.status": "failed"}
-            if retrying:
+            if isinstance(event, NodeRetrying):
                 attrs["nbflow.retry.delay"] = event.delay
-            error = self._error(event.error, None if retrying else path)
+            failure = self._error(event.error, None if isinstance(event, NodeRetrying) else path)
             if held is None:  # failed before an attempt started (should not happen): still visible
                 held = self._current(self._start(f"node {path}", event.time, {"nbflow.node": path}, self._parent(path)))
-            self._end(held, event.time, attrs, error)
+            self._end(held, event.time, attrs, failure)
         elif isinstance(event, NodeSkipped):
             self._instant(path, event.time, {"nbflow.status": "skipped", "nbflow.skip_reason": event.reason})
         elif isinstance(event, NodeCancelled):
