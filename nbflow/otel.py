@@ -18,9 +18,11 @@ is scrubbed from every string (error messages, tracebacks, questions, variants).
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import threading
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -75,15 +77,30 @@ def check_trace(value: Any, where: str) -> Any:
     )
 
 
+_TRACERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
 def tracer_for(option: Any) -> Any:
-    """The Tracer that a trace option names."""
+    """The Tracer that a trace option names (one per provider, reused by every run)."""
     from . import __version__
 
     if option == "otel":
-        return _api().get_tracer("nbflow", __version__)
+        return _api().get_tracer("nbflow", __version__)  # a proxy: follows the global provider
     if callable(getattr(option, "get_tracer", None)):
-        return option.get_tracer("nbflow", __version__)
+        try:
+            tracer = _TRACERS.get(option)
+            if tracer is None:
+                tracer = _TRACERS[option] = option.get_tracer("nbflow", __version__)
+            return tracer
+        except TypeError:  # a provider that cannot be weakly referenced
+            return option.get_tracer("nbflow", __version__)
     return option
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_key(key: str) -> bool:
+    """An attribute key whose last part looks secret (``nbflow.batch.variant.api_key``)."""
+    return looks_secret(key.rpartition(".")[2])
 
 
 def _resolve(trace: Any, where: str) -> Any:
@@ -211,7 +228,7 @@ class RunTracer:
         for k, v in attrs.items():
             if v is None:
                 continue
-            if looks_secret(k.rpartition(".")[2]):
+            if _secret_key(k):
                 v = SCRUBBED
             elif isinstance(v, str):
                 v = self._text(v)
@@ -223,7 +240,7 @@ class RunTracer:
     def _start(self, name: str, start: float, attrs: dict[str, Any], parent: Any) -> Any:
         ctx = self._trace.set_span_in_context(parent) if parent is not None else None
         return self.tracer.start_span(
-            name, context=ctx, start_time=_ns(start), attributes=self._clean({**self.common, **attrs})
+            name, context=ctx, start_time=_ns(start), attributes={**self.common, **self._clean(attrs)}
         )
 
     def _parent(self, path: str) -> Any:
