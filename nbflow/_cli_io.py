@@ -185,11 +185,11 @@ def _hint_wants_text(flow: Flow, name: str) -> bool:
     """True when the flow's nodes take input ``name`` as text (annotated str, or unannotated with no non-str default)."""
     for spec in flow.nodes.values():
         for p in spec.params:
-            if p.source != name and p.name != name:
+            if p.source != name:
                 continue
             ann = p.annotation
-            if ann is inspect.Parameter.empty:
-                return p.default is inspect.Parameter.empty or isinstance(p.default, str) or _is_missing(p.default)
+            if ann is inspect.Parameter.empty:  # unannotated: text unless its default says otherwise
+                return _is_missing(p.default) or p.default is None or isinstance(p.default, str)
             if isinstance(ann, str):
                 return ann.replace(" ", "") in ("str", "str|None", "None|str", "Optional[str]", "typing.Optional[str]")
             args = getattr(ann, "__args__", None)

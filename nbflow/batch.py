@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._batch_rows import STATUS_COLUMNS, Case, Cases, batch_key, prepare_cases
-from .config import config
+from .config import check_trace, config
 from .engine.states import NodeStatus, RunStatus
 from .errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from .progress import REFRESH, BatchProgress, make_renderer
@@ -254,8 +254,6 @@ def _options(
     if chunk_size is not None and executor is None:
         raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
     if trace is not None and trace is not False:
-        from .otel import check_trace
-
         check_trace(trace, "flow.batch(trace=...)")
         if executor is not None:
             raise BatchError(

@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["Config", "config"]
+__all__ = ["Config", "check_trace", "config"]
 
 
 @dataclass(slots=True)
@@ -38,10 +38,29 @@ class Config:
                 f"(e.g. 0.25: at most four redraws a second)"
             )
         if name == "trace" and value is not None:
-            from .otel import check_trace
-
             value = check_trace(value, "nbflow.config.trace")
         object.__setattr__(self, name, value)  # an unknown name fails here (slots): no silent typos
+
+
+def check_trace(value: Any, where: str) -> Any:
+    """``value`` if it is a trace option (``"otel"``, a TracerProvider, a Tracer, None or False); else ConfigError."""
+    if value is None or value is False:
+        return value
+    if value == "otel":
+        try:
+            import opentelemetry.trace  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                f"{where} = 'otel' needs the OpenTelemetry SDK, which is not installed; "
+                f"install it with: pip install 'nbflow[otel]'"
+            ) from None
+        return value
+    if callable(getattr(value, "get_tracer", None)) or callable(getattr(value, "start_span", None)):
+        return value
+    raise ConfigError(
+        f'{where} must be "otel" (OpenTelemetry\'s global tracer provider), a TracerProvider, a Tracer, '
+        f"or None/False (off); got {value!r}"
+    )
 
 
 config = Config()

@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .config import check_trace
 from .engine.events import (
     Event,
     NodeCancelled,
@@ -60,21 +61,6 @@ def _api() -> Any:
     except ImportError:
         raise ConfigError(f"tracing needs the OpenTelemetry SDK, which is not installed; {_INSTALL}") from None
     return trace
-
-
-def check_trace(value: Any, where: str) -> Any:
-    """``value`` if it is a valid trace option (``"otel"``, a TracerProvider or a Tracer, False); else ConfigError."""
-    if value is False or value is None:
-        return value
-    if value == "otel":
-        _api()
-        return value
-    if callable(getattr(value, "get_tracer", None)) or callable(getattr(value, "start_span", None)):
-        return value
-    raise ConfigError(
-        f'{where} must be "otel" (OpenTelemetry\'s global tracer provider), a TracerProvider, a Tracer, '
-        f"or None/False (off); got {value!r}"
-    )
 
 
 _TRACERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

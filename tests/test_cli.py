@@ -385,3 +385,57 @@ def test_python_dash_m_and_version(project: Path) -> None:
     p = nbflow(project, "--version")
     assert p.returncode == 0
     assert p.stdout.startswith("nbflow ")
+
+
+def test_inputs_from_files_json_and_a_deadline(project: Path) -> None:
+    (project / "inputs.json").write_text(json.dumps({"question": "from file", "k": 1}))
+    (project / "q.txt").write_text("from a text file")
+    p = nbflow(project, "run", "flows:flow", "--inputs", "inputs.json", "-i", "k:=2", "--target", "retrieve")
+    assert p.returncode == 0, p.stderr
+    assert "['doc 0 about from file', 'doc 1 about from file']" in p.stdout
+    assert "answer" not in p.stdout  # --target: only what retrieve needs ran
+    p = nbflow(project, "run", "flows:flow", "-i", "question=@q.txt", "--target", "retrieve", "-i", "k=1")
+    assert "['doc 0 about from a text file']" in p.stdout
+    p = nbflow(project, "run", "flows:flow", "-i", "question=slow", "--timeout", "0.3", env={"NBFLOW_TEST_SLEEP": "30"})
+    assert p.returncode == 1
+    assert "CANCELLED" in p.stdout and "(run deadline of 0.3s exceeded)" in p.stdout
+
+
+def test_sigint_during_a_run_keeps_finished_nodes(project: Path) -> None:
+    env = {**os.environ, "NO_COLOR": "1", "NBFLOW_TEST_SLEEP": "60", "NBFLOW_TEST_LOG": str(project / "log")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbflow", "run", "flows:flow", "-i", "question=q"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (project / "log").exists():  # the slow node has started
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 130, err
+    assert "CANCELLED" in out and "✓ retrieve" in out and "⊘ answer" in out
+    assert "interrupted" in err
+
+
+def test_batch_grid_inline_and_repeated_and_jsonl_results(project: Path) -> None:
+    (project / "cases.json").write_text(json.dumps([{"question": "a"}, {"question": "b"}]))
+    p = nbflow(
+        project, "batch", "flows:flow", "cases.json", "--grid", "k=[1, 3]", "--outputs", "retrieve",
+        "-o", "out.jsonl", "--no-progress",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (project / "out.jsonl").read_text().splitlines()]
+    assert [(r["question"], r["k"], len(r["retrieve"])) for r in rows] == [
+        ("a", 1, 1),
+        ("a", 3, 3),
+        ("b", 1, 1),
+        ("b", 3, 3),
+    ]
+    assert rows[1]["retrieve"] == ["doc 0 about a", "doc 1 about a", "doc 2 about a"]  # nested, not text
+    p = nbflow(project, "batch", "flows:flow", "cases.json", "--grid", "k=1", "--grid", "k=2", "-o", "out.csv")
+    assert p.returncode == 0, p.stderr
+    frame = pd.read_csv(project / "out.csv")
+    assert list(frame["k"]) == [1, 2, 1, 2]
