@@ -345,6 +345,9 @@ def _text(text: str, style: str = "") -> Text:
 
 # --- nbflow batch ----------------------------------------------------------------------------------
 def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import pandas as pd
+
+    from .secret import Secret
 
     if args.output is not None and not args.output.lower().endswith(RESULT_FORMATS):
         raise CliError(f"-o {args.output!r}: unknown format; use a file ending in {', '.join(RESULT_FORMATS)}")
@@ -357,7 +360,12 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
     for name, value in constant.items():
         if name in frame.columns:
             raise CliError(f"--input {name}: the cases file has a column {name!r} too; give it in one place")
-        frame[name] = [value] * len(frame)
+        frame[name] = pd.Series([value] * len(frame), index=frame.index, dtype=object)  # keeps nf.Secret
+    for col in frame.columns:  # the library's rule: values under secret-looking names are nf.Secret
+        if looks_secret(str(col)) and col not in constant:
+            frame[col] = pd.Series(
+                [Secret(v) if isinstance(v, str) else v for v in frame[col]], index=frame.index, dtype=object
+            )
     grid = grid_values(flow, args.grid)
     secrets = _frame_secrets(frame, constant)
     if args.store:

@@ -439,3 +439,19 @@ def test_batch_grid_inline_and_repeated_and_jsonl_results(project: Path) -> None
     assert p.returncode == 0, p.stderr
     frame = pd.read_csv(project / "out.csv")
     assert list(frame["k"]) == [1, 2, 1, 2]
+
+
+def test_a_secret_under_a_plain_name_never_reaches_the_store_or_the_results(project: Path) -> None:
+    pd.DataFrame({"question": ["a", "b"], "token": ["tok-abcdef1", "tok-abcdef2"]}).to_csv(
+        project / "c.csv", index=False
+    )
+    p = nbflow(
+        project, "batch", "flows:flow", "c.csv", "--secret", "expected=NBFLOW_KEY", "--store", "runs.db",
+        "-o", "out.parquet", "--outputs", "score", env={"NBFLOW_KEY": SECRET},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    written = b"".join(f.read_bytes() for f in project.iterdir() if f.name.startswith(("runs.db", "out.parquet")))
+    assert SECRET.encode() not in written
+    assert b"tok-abcdef" not in written
+    frame = pd.read_parquet(project / "out.parquet")
+    assert set(frame["expected"]) == {"***"} and set(frame["token"]) == {"***"}
