@@ -18,6 +18,7 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check $(SRC)
 	$(VENV)/bin/ruff format --check $(SRC)
+	$(VENV)/bin/lint-imports
 
 typecheck: setup
 	$(VENV)/bin/mypy

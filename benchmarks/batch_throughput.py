@@ -21,8 +21,6 @@ import time
 import tracemalloc
 from typing import Any
 
-import pandas  # noqa: F401  (imported up front, as in a notebook: its import is not batch time)
-
 import nbflow as nf
 
 SLEEP = 0.020

@@ -48,7 +48,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
     )
     client = Client(cluster)
     print(f"cluster start: {time.perf_counter() - t0:.2f}s")

@@ -29,10 +29,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import nbflow as nf
-from nbflow.display import auto_show
-from nbflow.dsl import _check_concurrency
-from nbflow.engine import scheduler
-from nbflow.run import Run
+from nbflow._flow.flow import _check_concurrency
+from nbflow._graph.graph import validate_inputs
+from nbflow._notebook import auto_show
+from nbflow._record.run import Run
 
 
 def make_flow() -> nf.Flow:
@@ -63,7 +63,7 @@ async def no_hook(flow: nf.Flow, n: int) -> None:
         overrides: dict[str, Any] = {}
         graph = flow.graph
         plan = graph.plan(merged, None, overrides)
-        scheduler.validate_inputs(graph, plan, merged)
+        validate_inputs(graph, plan, merged)
         run = Run(flow.name, uuid.uuid4().hex[:12], merged, plan.nodes)
         run.graph = graph
         run._flow = flow

@@ -20,13 +20,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import NbflowError
-from .secret import SCRUBBED, Secret, looks_secret, scrub
+from nbflow._core.errors import NbflowError
+from nbflow._core.secrets import SCRUBBED, Secret, is_secret_name, scrub
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .dsl import Flow
+    from nbflow._flow.flow import Flow
 
 __all__ = [
     "CliError",
@@ -64,7 +64,7 @@ def load_flow(target: str) -> tuple[Flow, str]:
     does), a ``.py`` file or a notebook (``.ipynb``: its code cells run in order). What the source
     prints while loading goes to stderr: stdout carries the command's result.
     """
-    from .dsl import Flow
+    from nbflow._flow.flow import Flow
 
     path, name = split_target(target)
     is_file = path.endswith((".py", ".ipynb")) or "/" in path or os.sep in path
@@ -101,7 +101,7 @@ def load_flow(target: str) -> tuple[Flow, str]:
     for part in name.split(".")[1:]:
         obj = getattr(obj, part, None)
     if not isinstance(obj, Flow):
-        from .errors import _suggest
+        from nbflow._core.errors import _suggest
 
         what = "no such name" if obj is None else f"a {type(obj).__name__}, not an nbflow Flow"
         raise CliError(f"{path}:{name} is {what}{_suggest(name, flows)}; flows there: {', '.join(flows) or 'none'}")
@@ -198,7 +198,7 @@ def _hint_wants_text(flow: Flow, name: str) -> bool:
 
 
 def _is_missing(value: Any) -> bool:
-    from ._missing import MISSING
+    from nbflow._core.missing import MISSING
 
     return value is MISSING
 
@@ -242,11 +242,11 @@ def assignments(flow: Flow, items: Iterable[str], what: str = "--input") -> dict
 
 def _safe(item: str) -> str:
     name, sep, _ = item.partition("=")
-    return f"{name}=***" if sep and looks_secret(name.rstrip(":")) else item
+    return f"{name}=***" if sep and is_secret_name(name.rstrip(":")) else item
 
 
 def _secret(name: str, value: Any) -> Any:
-    if isinstance(value, str) and not isinstance(value, Secret) and looks_secret(name):
+    if isinstance(value, str) and not isinstance(value, Secret) and is_secret_name(name):
         return Secret(value)
     return value
 
@@ -347,7 +347,7 @@ def read_cases(path: str, flow: Flow, columns: Mapping[str, str]) -> pd.DataFram
 
 def _plain(value: Any) -> Any:
     """A value a results file can hold: models and dataclasses as dicts, recursively."""
-    from .batch import _as_dict
+    from nbflow._batch.rows import _as_dict
 
     if value is None or isinstance(value, str | int | float | bool):
         return value
@@ -388,7 +388,7 @@ def write_results(frame: pd.DataFrame, path: str, secrets: Iterable[str]) -> int
     frame = frame.copy()
     frame.attrs = {}
     for col in frame.columns:
-        if looks_secret(str(col)):
+        if is_secret_name(str(col)):
             frame[col] = SCRUBBED
         elif not (pd.api.types.is_numeric_dtype(frame[col]) or pd.api.types.is_datetime64_any_dtype(frame[col])):
             values = [clean(v) for v in frame[col]]

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ._cli_io import (
+from nbflow._cli_io import (
     RESULT_FORMATS,
     CliError,
     _safe,
@@ -36,16 +36,16 @@ from ._cli_io import (
     remember_source,
     write_results,
 )
-from .errors import BatchInterrupted, NbflowError, RunInterrupted
-from .secret import looks_secret, scrub, secret_texts
+from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
+from nbflow._core.secrets import is_secret_name, scrub, secret_texts
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
     from rich.text import Text
 
-    from .progress import BatchProgress
-    from .run import NodeRecord, Run
+    from nbflow._record.batch_progress import BatchProgress
+    from nbflow._record.run import NodeRecord, Run
 
 __all__ = ["main"]
 
@@ -67,7 +67,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from nbflow import __version__
 
     p = _Parser(prog="nbflow", description="Run nbflow flows from a terminal: one run, a batch, stored runs.")
     p.add_argument("--version", action="version", version=f"nbflow {__version__}")
@@ -175,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     provider = None
     try:
         if getattr(args, "trace", False) or getattr(args, "otlp_endpoint", None):
-            from . import config
-            from .otel import otlp_provider
+            from nbflow import config
+            from nbflow.otel import otlp_provider
 
             provider = otlp_provider(args.otlp_endpoint)
             config.trace = provider
@@ -324,7 +324,7 @@ def _node_label(rec: NodeRecord, secrets: Sequence[str], full: bool) -> Text:
 
 
 def _shown(value: Any, secrets: Sequence[str], full: bool) -> str:
-    from .secret import Secret
+    from nbflow._core.secrets import Secret
 
     text = "***" if isinstance(value, Secret) else repr(value)
     return _clip(scrub(text, secrets), full)
@@ -347,7 +347,7 @@ def _text(text: str, style: str = "") -> Text:
 def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
     import pandas as pd
 
-    from .secret import Secret
+    from nbflow._core.secrets import Secret
 
     if args.output is not None and not args.output.lower().endswith(RESULT_FORMATS):
         raise CliError(f"-o {args.output!r}: unknown format; use a file ending in {', '.join(RESULT_FORMATS)}")
@@ -362,7 +362,7 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
             raise CliError(f"--input {name}: the cases file has a column {name!r} too; give it in one place")
         frame[name] = pd.Series([value] * len(frame), index=frame.index, dtype=object)  # keeps nf.Secret
     for col in frame.columns:  # the library's rule: values under secret-looking names are nf.Secret
-        if looks_secret(str(col)) and col not in constant:
+        if is_secret_name(str(col)) and col not in constant:
             frame[col] = pd.Series(
                 [Secret(v) if isinstance(v, str) else v for v in frame[col]], index=frame.index, dtype=object
             )
@@ -398,7 +398,7 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _frame_secrets(frame: pd.DataFrame, constant: dict[str, Any]) -> tuple[str, ...]:
     texts = set(secret_texts(constant))
     for col in frame.columns:
-        if looks_secret(str(col)):
+        if is_secret_name(str(col)):
             texts.update(v for v in frame[col] if isinstance(v, str) and len(v) >= 4)
     return tuple(sorted(texts, key=len, reverse=True))
 
@@ -467,7 +467,7 @@ class _BatchBar:
     def update(self, state: BatchProgress) -> None:
         if not self.console.is_terminal:
             if self.plain is None:
-                from .progress import TextProgress
+                from nbflow._show.text import TextProgress
 
                 self.plain = TextProgress(sys.stderr, every=5.0)
             self.plain.update(state)
@@ -502,8 +502,8 @@ def _existing(store: str) -> str:
 
 
 def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from .checkpoint import CheckpointStore
-    from .store import BatchStore
+    from nbflow._store.batch_store import BatchStore
+    from nbflow._store.checkpoint import CheckpointStore
 
     path = _existing(args.store)
     if args.flow:
@@ -523,7 +523,7 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
     with BatchStore(path) as batches:
         if batches.batch_info(args.id) is None:
             known = [r[0] for r in stored] + [b["batch_id"] for b in batches.batches()]
-            from .errors import _suggest
+            from nbflow._core.errors import _suggest
 
             raise CliError(
                 f"store {path!r} has no run or batch {args.id!r}{_suggest(args.id, known)}; `nbflow show {path}` lists them"
@@ -560,7 +560,7 @@ def _load(runs: Any, path: str, run_id: str, flow_name: str, may_import: bool) -
 def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
     from rich.table import Table
 
-    from .store import BatchStore
+    from nbflow._store.batch_store import BatchStore
 
     with BatchStore(path) as store:
         batches = store.batches()
@@ -587,13 +587,13 @@ def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
 
 # --- nbflow resume ---------------------------------------------------------------------------------
 def _resume(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from .checkpoint import CheckpointStore
+    from nbflow._store.checkpoint import CheckpointStore
 
     path = _existing(args.store)
     store = CheckpointStore(path, create=False)
     stored = {r[0]: r for r in store.run_ids()}
     if args.run_id not in stored:
-        from .errors import _suggest
+        from nbflow._core.errors import _suggest
 
         raise CliError(
             f"store {path!r} has no run {args.run_id!r}{_suggest(args.run_id, stored)}; `nbflow show {path}` lists them"
@@ -616,7 +616,7 @@ def _resume(args: argparse.Namespace, out: Console, err: Console) -> int:
                 f"{k}: {q.prompt}" + (f" [{'/'.join(q.options)}]" if q.options else "") for k, q in run.pending.items()
             )
             raise CliError(f"run {args.run_id} waits for an answer ({listed}); pass --answer ANSWER")
-        from ._missing import MISSING
+        from nbflow._core.missing import MISSING
 
         answer = MISSING
     else:

@@ -26,8 +26,9 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .config import check_trace
-from .engine.events import (
+from nbflow._core.config import check_trace
+from nbflow._core.errors import ConfigError
+from nbflow._core.events import (
     Event,
     NodeCancelled,
     NodeEvent,
@@ -42,11 +43,10 @@ from .engine.events import (
     RunPaused,
     RunStarted,
 )
-from .errors import ConfigError
-from .secret import SCRUBBED, looks_secret, scrub, secret_texts
+from nbflow._core.secrets import SCRUBBED, is_secret_name, scrub, secret_texts
 
 if TYPE_CHECKING:
-    from .run import Run
+    from nbflow._record.run import Run
 
 __all__ = ["RunTracer", "attach", "check_trace", "otlp_provider", "row_attacher", "tracer_for"]
 
@@ -66,33 +66,41 @@ def _api() -> Any:
 _TRACERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
+@functools.lru_cache(maxsize=1)
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nbflow")
+    except PackageNotFoundError:  # running from a source tree
+        return "0"
+
+
 def tracer_for(option: Any) -> Any:
     """The Tracer that a trace option names (one per provider, reused by every run)."""
-    from . import __version__
-
     if option == "otel":
-        return _api().get_tracer("nbflow", __version__)  # a proxy: follows the global provider
+        return _api().get_tracer("nbflow", _version())  # a proxy: follows the global provider
     if callable(getattr(option, "get_tracer", None)):
         try:
             tracer = _TRACERS.get(option)
             if tracer is None:
-                tracer = _TRACERS[option] = option.get_tracer("nbflow", __version__)
+                tracer = _TRACERS[option] = option.get_tracer("nbflow", _version())
             return tracer
         except TypeError:  # a provider that cannot be weakly referenced
-            return option.get_tracer("nbflow", __version__)
+            return option.get_tracer("nbflow", _version())
     return option
 
 
 @functools.lru_cache(maxsize=4096)
 def _secret_key(key: str) -> bool:
     """An attribute key whose last part looks secret (``nbflow.batch.variant.api_key``)."""
-    return looks_secret(key.rpartition(".")[2])
+    return is_secret_name(key.rpartition(".")[2])
 
 
 def _resolve(trace: Any, where: str) -> Any:
     """The trace option in force: the call's, else ``nf.config.trace``; None when off."""
     if trace is None:
-        from .config import config
+        from nbflow._core.config import config
 
         trace = config.trace
     else:
@@ -122,8 +130,8 @@ def row_attacher(
 
     def attach_row(run: Run, case: Any) -> None:
         row = case.row
-        texts = secret_texts({k: v for k, v in row.items() if k in secret or looks_secret(k)})
-        variant = {k: (SCRUBBED if k in secret or looks_secret(k) else row.get(k)) for k in grid_keys}
+        texts = secret_texts({k: v for k, v in row.items() if k in secret or is_secret_name(k)})
+        variant = {k: (SCRUBBED if k in secret or is_secret_name(k) else row.get(k)) for k in grid_keys}
         extra: dict[str, Any] = {"nbflow.batch.row": case.index}
         if batch_id is not None:
             extra["nbflow.batch.id"] = batch_id

@@ -1,6 +1,6 @@
 """The batch progress bar for notebooks: an ipywidgets bar plus one line of text.
 
-Created by ``flow.batch`` in a kernel; it reads ``nbflow.progress.BatchProgress`` at most 4 times a
+Created by ``flow.batch`` in a kernel; it reads ``nbflow._record.batch_progress.BatchProgress`` at most 4 times a
 second (the batch never waits for it). Its ``text/plain`` fallback is the same line a terminal shows.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..progress import BatchProgress
+from nbflow._record.batch_progress import BatchProgress
 
 __all__ = ["BatchProgressWidget"]
 

@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from ..engine.states import NodeStatus
-from ..view import STATE_COLORS, has_dot, to_dot
-from .secrets import Redactor
-from .style import chip, esc
+from nbflow._core.states import NodeStatus
+from nbflow._show.draw import STATE_COLORS, has_dot, to_dot
+from nbflow.widgets.redact import Redactor
+from nbflow.widgets.style import chip, esc
 
 if TYPE_CHECKING:
-    from ..graph import GNode, Graph
-    from ..run import NodeRecord, Run
+    from nbflow._graph.graph import GNode, Graph
+    from nbflow._record.run import NodeRecord, Run
 
 __all__ = ["CLICK_JS", "NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "node_paths", "table_html"]
 
@@ -116,7 +116,7 @@ def _looks(
 
 def _layout_record(name: str, subrun: _LayoutRun | None) -> NodeRecord:
     """A real (detached) NodeRecord that says 'succeeded': whatever to_dot reads from a record exists."""
-    from ..run import NodeRecord
+    from nbflow._record.run import NodeRecord
 
     rec = NodeRecord(name)
     rec.status = _LAYOUT_STATUS  # set directly: this record is never part of a run

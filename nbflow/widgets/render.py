@@ -13,9 +13,9 @@ import pprint
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._missing import MISSING
-from .secrets import MASK, is_secret_name, mask_mapping
-from .style import esc
+from nbflow._core.missing import MISSING
+from nbflow.widgets.redact import MASK, is_secret_name, mask_mapping
+from nbflow.widgets.style import esc
 
 __all__ = ["describe", "render_value", "short_value"]
 

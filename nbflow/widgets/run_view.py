@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from .._missing import MISSING
-from ..config import config
-from ..engine.events import Event, RunFinished, RunPaused
-from ..engine.states import NodeStatus, RunStatus
-from ..errors import NbflowError, NbflowWarning
-from .graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, node_paths, table_html
-from .render import render_value, short_value
-from .secrets import Redactor
-from .style import CSS, SYMBOLS, badge, chip, chips, esc
-from .throttle import Later, Throttle, call_later
+from nbflow._core.config import config
+from nbflow._core.errors import NbflowError, NbflowWarning, UnknownNodeError
+from nbflow._core.events import Event, RunFinished, RunPaused
+from nbflow._core.missing import MISSING
+from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._engine.kernel import RunHandle
+from nbflow.widgets.graph_pane import CLICK_JS, SvgTemplate, can_draw, first_doc_lines, looks, node_paths, table_html
+from nbflow.widgets.redact import Redactor
+from nbflow.widgets.render import render_value, short_value
+from nbflow.widgets.style import CSS, SYMBOLS, badge, chip, chips, esc
+from nbflow.widgets.throttle import Later, Throttle, call_later
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-    from ..run import NodeRecord, Run
-    from ..runner import RunHandle
+    from nbflow._graph.graph import Graph
+    from nbflow._record.run import NodeRecord, Run
 
 __all__ = ["RunView"]
 
@@ -47,7 +47,7 @@ class RunView(W.VBox):
     top, skipped nodes and why), ``graph`` (SVG or table), ``selector`` (every node with its state),
     ``inspector`` (the chosen node's output, error and traceback, attempts, inputs) and
     ``cancel_button`` (shown for background runs). ``select(name)`` chooses a node.
-    Inputs whose names look secret are masked (see ``nbflow.widgets.secrets``).
+    Inputs whose names look secret are masked (see ``nbflow.widgets.redact``).
     """
 
     def __init__(
@@ -60,8 +60,6 @@ class RunView(W.VBox):
         later: Later = call_later,
         max_svg_nodes: int = MAX_SVG_NODES,
     ) -> None:
-        from ..runner import RunHandle
-
         if isinstance(run, RunHandle):
             handle, run = run, run.run
         graph = run.graph
@@ -156,8 +154,6 @@ class RunView(W.VBox):
     def select(self, node: str) -> None:
         """Show ``node`` in the inspector (as if the user picked it)."""
         if node not in self._paths:
-            from ..errors import UnknownNodeError
-
             raise UnknownNodeError(node, self._paths)
         self._user_picked = True
         self._set_selected(node)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import html
 
-from ..engine.states import NodeStatus, RunStatus
-from ..view import STATE_COLORS
+from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._show.draw import STATE_COLORS
 
 __all__ = ["CSS", "STATE_COLORS", "SYMBOLS", "badge", "chip", "chips", "colors", "esc"]
 

@@ -1,0 +1,1 @@
+"""nbflow._batch: see CONTRIBUTING.md for the layers."""

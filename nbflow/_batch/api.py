@@ -1,0 +1,317 @@
+"""Many runs -> one DataFrame: ``flow.batch(rows, ...)`` and ``await flow.abatch(rows, ...)``.
+
+Every row (× grid combination) is an independent run of the same Flow, through the same path as
+``flow.arun`` (so flow-level limits apply across rows), with its own Run record: one row's failure
+never touches another. The graph is compiled and planned once per batch, not per row.
+
+Rows run through a fixed pool of ``concurrency`` workers pulling the next row, so memory holds one
+small result per finished row and ``concurrency`` live runs, whatever the number of rows.
+
+Nothing is lost: on a KeyboardInterrupt (Ctrl-C, the kernel's stop button) ``flow.batch`` raises
+``BatchInterrupted`` whose ``.frame`` has every finished row; on cancellation, a batch timeout or
+the circuit breaker the frame is kept on ``flow.last_batch`` / returned. With ``store=`` every
+finished row is committed to SQLite as it finishes; ``resume=True`` skips rows already done.
+See docs/batch.md.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nbflow._batch.cases import STATUS_COLUMNS, batch_key, prepare_cases
+from nbflow._batch.dask import RowsRunner, remote_rows
+from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
+from nbflow._core.config import check_trace
+from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
+from nbflow._core.secrets import is_secret_name
+from nbflow._engine.kernel import call_blocking, in_kernel
+from nbflow._notebook import make_renderer
+from nbflow._record.batch_progress import BatchProgress
+from nbflow._store.batch_store import BatchStore
+
+if TYPE_CHECKING:
+    import os
+
+    import pandas as pd
+
+    from nbflow._flow.flow import Flow
+
+__all__ = ["abatch", "batch"]
+
+
+def batch(
+    flow: Flow,
+    rows: Any,
+    /,
+    *,
+    columns: Mapping[str, str] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    outputs: Iterable[str] | str | None = None,
+    concurrency: int = 16,
+    flatten: bool = False,
+    store: str | os.PathLike[str] | BatchStore | None = None,
+    resume: bool = False,
+    retry_failed: bool = False,
+    batch_id: str | None = None,
+    store_secrets: bool = False,
+    max_consecutive_failures: int | None = None,
+    timeout: float | None = None,
+    row_timeout: float | None = None,
+    progress: Any = None,
+    executor: Any = None,
+    chunk_size: int | None = None,
+    trace: Any = None,
+) -> pd.DataFrame:
+    """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
+
+    Blocking and notebook-safe like ``flow.run``. ``rows`` is a DataFrame, a list of dicts or any
+    iterable of mappings; columns named after flow inputs feed them (``columns={"col": "input"}``
+    maps others), every other column is carried through. ``grid={"prompt": [...]}`` runs every row
+    with every combination; its keys become columns.
+
+    The result has the row and grid columns, one column per ``outputs`` node (default: the flow's
+    leaf nodes; intermediate nodes allowed, only what they need runs), and ``status``
+    (succeeded / failed / cancelled / pending), ``error_type``, ``error_message``, ``error_node``,
+    ``attempts`` (most tries of any node), ``latency`` (seconds) and ``run_id``.
+    ``flatten=True`` expands dict / pydantic / dataclass outputs into ``node.field`` columns.
+
+    Options: ``concurrency`` rows in flight; ``store="runs.db"`` commits each finished row to SQLite,
+    ``resume=True`` reuses the rows already finished in it (``retry_failed=True`` re-runs the failed
+    ones); ``batch_id`` names the batch (default: flow name + a hash of the rows, grid and outputs);
+    secret-looking columns (api_key, token, password, secret) are not stored unless
+    ``store_secrets=True``; ``max_consecutive_failures=N`` stops starting rows after N failures in a
+    row; ``timeout`` bounds the whole batch, ``row_timeout`` each row; ``progress`` None (auto),
+    True, False or a renderer. ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
+    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md. ``trace`` sends
+    each row's spans to OpenTelemetry (as in ``flow.run``; the spans carry the batch id, row and
+    variant; docs/tracing.md).
+
+    Raises BatchError / MissingColumnError before anything runs if the rows cannot feed the flow.
+    On Ctrl-C or a kernel interrupt raises BatchInterrupted, whose ``.frame`` keeps every finished row.
+    """
+    opts = _options(
+        concurrency,
+        outputs,
+        flatten,
+        store,
+        resume,
+        retry_failed,
+        batch_id,
+        store_secrets,
+        max_consecutive_failures,
+        timeout,
+        row_timeout,
+        progress,
+        executor,
+        chunk_size,
+        trace,
+    )
+    state = State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
+
+    def interrupted(exc: KeyboardInterrupt) -> BaseException:
+        if isinstance(exc, BatchInterrupted):
+            return exc
+        if state.frame is None:
+            finish_partial(state)
+        assert state.frame is not None
+        return BatchInterrupted(state.frame, flow.name)
+
+    return call_blocking(lambda: _drive(state), f"nbflow-batch-{flow.name}", interrupted, state.build)
+
+
+async def abatch(
+    flow: Flow,
+    rows: Any,
+    /,
+    *,
+    columns: Mapping[str, str] | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    outputs: Iterable[str] | str | None = None,
+    concurrency: int = 16,
+    flatten: bool = False,
+    store: str | os.PathLike[str] | BatchStore | None = None,
+    resume: bool = False,
+    retry_failed: bool = False,
+    batch_id: str | None = None,
+    store_secrets: bool = False,
+    max_consecutive_failures: int | None = None,
+    timeout: float | None = None,
+    row_timeout: float | None = None,
+    progress: Any = None,
+    executor: Any = None,
+    chunk_size: int | None = None,
+    trace: Any = None,
+) -> pd.DataFrame:
+    """Like ``flow.batch`` (same options and result) on the running event loop.
+
+    A KeyboardInterrupt inside a row raises BatchInterrupted (``.frame`` has the finished rows).
+    If the awaiting task is cancelled, the cancellation propagates and the partial frame is kept
+    on ``flow.last_batch`` (and, with ``store=``, in the store).
+    """
+    opts = _options(
+        concurrency,
+        outputs,
+        flatten,
+        store,
+        resume,
+        retry_failed,
+        batch_id,
+        store_secrets,
+        max_consecutive_failures,
+        timeout,
+        row_timeout,
+        progress,
+        executor,
+        chunk_size,
+        trace,
+    )
+    state = State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
+    return await _drive(state)
+
+
+def _options(
+    concurrency: int,
+    outputs: Iterable[str] | str | None,
+    flatten: bool,
+    store: str | os.PathLike[str] | BatchStore | None,
+    resume: bool,
+    retry_failed: bool,
+    batch_id: str | None,
+    store_secrets: bool,
+    max_consecutive_failures: int | None,
+    timeout: float | None,
+    row_timeout: float | None,
+    progress: Any,
+    executor: Any = None,
+    chunk_size: int | None = None,
+    trace: Any = None,
+) -> Options:
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise BatchError(f"concurrency= is the number of rows in flight, a positive int; got {concurrency!r}")
+    if max_consecutive_failures is not None and (
+        not isinstance(max_consecutive_failures, int) or max_consecutive_failures < 1
+    ):
+        raise BatchError(f"max_consecutive_failures= must be a positive int or None, got {max_consecutive_failures!r}")
+    for name, value in (("timeout", timeout), ("row_timeout", row_timeout)):
+        if value is not None and (not isinstance(value, int | float) or value <= 0):
+            raise BatchError(f"{name}= is in seconds and must be positive (or None), got {value!r}")
+    if resume and store is None:
+        raise BatchError("resume=True needs store= (the SQLite file the earlier batch wrote to)")
+    if batch_id is not None and (not isinstance(batch_id, str) or not batch_id):
+        raise BatchError(f"batch_id= must be a non-empty string, got {batch_id!r}")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
+        raise BatchError(f"chunk_size= is the number of rows per Dask task, a positive int; got {chunk_size!r}")
+    if chunk_size is not None and executor is None:
+        raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
+    if trace is not None and trace is not False:
+        check_trace(trace, "flow.batch(trace=...)")
+        if executor is not None:
+            raise BatchError(
+                "trace= cannot follow rows to Dask workers (a tracer provider lives in one process); set up "
+                "tracing on the workers (nbflow.config.trace = 'otel' there) or run the batch locally"
+            )
+    return Options(
+        concurrency,
+        outputs,
+        flatten,
+        store,
+        resume,
+        retry_failed,
+        batch_id,
+        store_secrets,
+        max_consecutive_failures,
+        timeout,
+        row_timeout,
+        progress,
+        executor,
+        chunk_size,
+        trace,
+    )
+
+
+async def _drive(state: State) -> pd.DataFrame:
+    """Run every case not yet finished; always leave the partial frame on ``state``/``flow.last_batch``."""
+
+    flow, cases, opts = state.flow, state.cases, state.opts
+    n = len(cases.cases)
+    secret = [] if opts.store_secrets else [c for c in cases.columns if is_secret_name(c)]
+    runner: RowsRunner = run_rows
+    if opts.executor is not None:  # checks the client and pickles the flow before anything runs
+        runner = remote_rows(state)
+    store, own_store = _open_store(opts.store)
+    progress = BatchProgress(flow.name, n)
+    try:
+        todo = list(range(n))
+        if store is not None:
+            state.batch_id = opts.batch_id or batch_key(flow.name, cases, secret)
+            todo = _resume(state, store, progress)
+        elif opts.batch_id is not None:
+            state.batch_id = opts.batch_id
+        renderer = make_renderer(opts.progress, in_kernel(), progress)
+        await runner(state, todo, store, secret, progress, renderer)
+    finally:
+        if own_store and store is not None:
+            store.close()
+    return state.frame if state.frame is not None else state.build()
+
+
+def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[BatchStore | None, bool]:
+    if store is None:
+        return None, False
+    if isinstance(store, BatchStore):
+        return store, False
+    return BatchStore(store), True
+
+
+def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[int]:
+    """Register the batch in the store; with resume, fill in rows already finished; return rows to run."""
+    assert state.batch_id is not None
+    opts, cases = state.opts, state.cases
+    n = len(cases.cases)
+    info = store.batch_info(state.batch_id)
+    if info is not None and info["n_rows"] != n:
+        raise StoreError(
+            f"store {store.path!r} holds batch {state.batch_id!r} with {info['n_rows']} rows, this batch has {n}; "
+            f"use another batch_id= (or omit it: the default id follows the rows)"
+        )
+    if info is None and opts.resume:
+        others = [b["batch_id"] for b in store.batches() if b["flow"] == state.flow.name]
+        if others:
+            warnings.warn(
+                f"resume=True, but store {store.path!r} has no batch {state.batch_id!r}, so every row runs; it holds "
+                f"other batches of flow {state.flow.name!r}: {', '.join(map(repr, others[-3:]))}. The default id "
+                f"follows the rows' values, the grid and outputs: if they changed on purpose this is a new batch; "
+                f"name batches with batch_id= to resume across such changes",
+                NbflowWarning,
+                stacklevel=4,
+            )
+    stored = store.rows(state.batch_id, skip_unreadable=True) if info is not None else {}
+    if info is not None and store.unreadable:
+        first = next(iter(store.unreadable.items()))
+        warnings.warn(
+            f"store {store.path!r}: {len(store.unreadable)} finished rows of batch {state.batch_id!r} cannot be read "
+            f"back (row {first[0]}: {first[1]}); they run again",
+            NbflowWarning,
+            stacklevel=4,
+        )
+    if stored and not opts.resume:
+        raise StoreError(
+            f"store {store.path!r} already holds {len(stored)} finished rows of batch {state.batch_id!r}; "
+            f"pass resume=True to reuse them and run the rest, or store.delete_batch({state.batch_id!r}) "
+            f"to start over"
+        )
+    store.begin_batch(state.batch_id, state.flow.name, n, result_columns(cases))
+    todo = []
+    for i, case in enumerate(cases.cases):
+        old = stored.get(i)
+        if old is not None and old.status in FINISHED and not (opts.retry_failed and old.status == "failed"):
+            result = dict(case.row)  # inputs come from the rows given now (secrets were never stored)
+            for col in (*cases.outputs, *STATUS_COLUMNS):
+                result[col] = old.data.get(col)
+            state.results[i] = result
+            progress.resumed += 1
+        else:
+            todo.append(i)
+    return todo

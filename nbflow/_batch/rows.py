@@ -1,0 +1,400 @@
+"""The row engine shared by local and Dask batches: options, live state, running rows, the frame.
+
+``nbflow._batch.api`` (``flow.batch``) and ``nbflow._batch.dask`` (rows on Dask workers) both build on
+this module; neither imports the other's private names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._core.config import config
+from nbflow._core.errors import BatchInterrupted, NbflowWarning
+from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._record.batch_progress import REFRESH, BatchProgress
+from nbflow._record.run import Run
+from nbflow._store.batch_store import BatchStore
+
+if TYPE_CHECKING:
+    import os
+
+    import pandas as pd
+
+    from nbflow._flow.flow import Flow
+
+__all__ = [
+    "FINISHED",
+    "Options",
+    "State",
+    "clip",
+    "end_batch",
+    "finish_partial",
+    "render_progress",
+    "result_columns",
+    "run_rows",
+    "stop_warning",
+    "stopped_by",
+    "unfinished",
+]
+
+# Row states that are final. "pending": never started; "cancelled": stopped while running.
+FINISHED = ("succeeded", "failed")
+
+
+@dataclass(slots=True)
+class Options:
+    concurrency: int
+    outputs: Iterable[str] | str | None
+    flatten: bool
+    store: str | os.PathLike[str] | BatchStore | None
+    resume: bool
+    retry_failed: bool
+    batch_id: str | None
+    store_secrets: bool
+    max_consecutive_failures: int | None
+    timeout: float | None
+    row_timeout: float | None
+    progress: Any
+    executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/_batch/dask.py)
+    chunk_size: int | None = None
+    trace: Any = None  # OpenTelemetry spans per row (nbflow/otel.py); None: nbflow.config.trace
+
+
+@dataclass(slots=True)
+class State:
+    """The batch's live results; the partial frame can be built from it at any moment."""
+
+    flow: Flow
+    cases: Cases
+    results: list[dict[str, Any] | None]
+    opts: Options
+    batch_id: str | None = None
+    stopped: str | None = None
+    frame: pd.DataFrame | None = None
+    running: dict[int, Run] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
+        return cls(flow, cases, [None] * len(cases.cases), opts)
+
+    def build(self) -> pd.DataFrame:
+        self.frame = _frame(self)
+        return self.frame
+
+
+async def run_rows(
+    state: State,
+    todo: list[int],
+    store: BatchStore | None,
+    secret: list[str],
+    progress: BatchProgress,
+    renderer: Any,
+) -> None:
+    flow, cases, opts = state.flow, state.cases, state.opts
+    graph = flow.graph
+    results = state.results
+    pending = iter(todo)
+    breaker = opts.max_consecutive_failures
+    consecutive = 0
+    last_error = ""
+    stop = False
+    row_timeout = opts.row_timeout
+    loop = asyncio.get_running_loop()
+    prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
+    trace_row = None
+    if opts.trace is not None or config.trace is not None:  # off: not even an import
+        from nbflow.otel import row_attacher
+
+        trace_row = row_attacher(opts.trace, state.batch_id, cases.grid_keys, secret)
+
+    async def one(case: Case) -> tuple[Run, bool]:
+        # The same path as flow.arun after its checks: the batch planned every row up front.
+        run = Run(flow.name, f"{prefix}-{case.index}", case.inputs, case.plan.nodes)
+        run.graph = graph
+        if trace_row is not None:
+            trace_row(run, case)
+        state.running[case.index] = run  # left there if cancelled: the partial frame reads it
+        timed_out = False
+        if row_timeout is None:
+            await flow._execute(graph, case.plan, run, case.inputs, {}, None, tick=False)
+        else:
+            try:
+                async with asyncio.timeout(row_timeout):
+                    await flow._execute(graph, case.plan, run, case.inputs, {}, None, tick=False)
+            except TimeoutError:
+                timed_out = True
+        del state.running[case.index]
+        return run, timed_out
+
+    async def worker() -> None:
+        nonlocal consecutive, stop, last_error
+        for i in pending:
+            if stop:
+                return
+            case = cases.cases[i]
+            progress.in_flight += 1
+            try:
+                run, timed_out = await one(case)
+            finally:
+                progress.in_flight -= 1
+            result = _result(case, run, cases.outputs, timeout=row_timeout if timed_out else None)
+            results[i] = result
+            ok = result["status"] == "succeeded"
+            if ok:
+                progress.succeeded += 1
+                consecutive = 0
+            else:
+                progress.failed += 1
+                consecutive += 1
+                last_error = f"{result['error_type']}: {result['error_message']}"
+            if store is not None:
+                assert state.batch_id is not None
+                store.write_row(state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret)
+            if breaker is not None and consecutive >= breaker and not stop:
+                stop = True
+                state.stopped = (
+                    f"circuit breaker: {consecutive} consecutive rows failed (max_consecutive_failures={breaker}); "
+                    f"last error: {clip(last_error)}"
+                )
+
+    async def refresh() -> None:
+        # Also wakes the loop 4x/s, which keeps a kernel interrupt prompt (ipykernel #881).
+        while True:
+            await asyncio.sleep(REFRESH)
+            if renderer is not None:
+                render_progress(renderer, "update", progress)
+
+    n_workers = min(opts.concurrency, len(todo))
+    tasks = [loop.create_task(worker()) for _ in range(n_workers)]
+    refresher = loop.create_task(refresh())
+    try:
+        if tasks:
+            done, _ = await asyncio.wait(tasks, timeout=opts.timeout, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                error = None if t.cancelled() else t.exception()
+                if error is not None:
+                    raise error
+            if len(done) < len(tasks):
+                state.stopped = f"timeout: the batch did not finish within {opts.timeout}s"
+                await _cancel(tasks)
+    except BaseException as exc:
+        await _cancel([*tasks, refresher])
+        outcome = stopped_by(exc, state, progress, renderer, flow.name)
+        if outcome is exc:
+            raise
+        raise outcome from exc
+    await _cancel([refresher])
+    end_batch(state, progress, renderer, state.stopped)
+    stop_warning(state, store is not None)
+
+
+def end_batch(state: Any, progress: Any, renderer: Any, stopped: str | None) -> None:
+    """Close a batch that stopped for any reason: the frame gets every row, the progress its end."""
+    progress.stopped = stopped
+    progress.finished_at = progress.clock()
+    finish_partial(state)
+    if renderer is not None:
+        render_progress(renderer, "close", progress)
+
+
+def stopped_by(exc: BaseException, state: Any, progress: Any, renderer: Any, flow_name: str) -> BaseException:
+    """End a batch stopped by ``exc``; what to raise: a BatchInterrupted carrying the frame for an interrupt."""
+    end_batch(state, progress, renderer, "interrupted" if isinstance(exc, KeyboardInterrupt) else "cancelled")
+    if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, BatchInterrupted):
+        assert state.frame is not None
+        return BatchInterrupted(state.frame, flow_name)
+    return exc
+
+
+def stop_warning(state: State, stored: bool) -> None:
+    if state.stopped is not None:
+        left = sum(1 for r in state.results if r is not None and r["status"] in ("pending", "cancelled"))
+        fix = "fix the cause and run again" + (" with resume=True" if stored else "")
+        warnings.warn(
+            f"batch of flow {state.flow.name!r} stopped early, {state.stopped}; {left} rows were not finished "
+            f"(status 'pending' or 'cancelled', see frame.attrs['stopped']); {fix}",
+            NbflowWarning,
+            stacklevel=4,
+        )
+
+
+def render_progress(renderer: Any, method: str, progress: BatchProgress) -> None:
+    try:
+        getattr(renderer, method)(progress)
+    except Exception as exc:  # a broken display must never break the batch
+        warnings.warn(
+            f"batch progress display {renderer!r} raised {type(exc).__name__}: {exc}", NbflowWarning, stacklevel=2
+        )
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for t in tasks:
+        t.cancel()
+    # Shielded (anyio: its scopes re-deliver cancellation at every await): our own task may be the
+    # one being cancelled, and the rows must still be wound down before the frame is built.
+    pending = [t for t in tasks if not t.done()]
+    if pending:
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait(pending)
+    for t in tasks:  # retrieve exceptions so asyncio does not log them as never retrieved
+        if t.done() and not t.cancelled():
+            t.exception()
+
+
+def finish_partial(state: State) -> None:
+    """Fill in rows that did not finish and build the frame (kept on the flow, too)."""
+    cases = state.cases
+    for i, r in enumerate(state.results):
+        if r is not None:
+            continue
+        case = cases.cases[i]
+        run = state.running.get(i)
+        if run is not None:  # still marked running: cancelled mid-way, keep what its nodes produced
+            state.results[i] = _result(case, run, cases.outputs, status="cancelled")
+        else:
+            state.results[i] = unfinished(case, cases.outputs, state.stopped)
+    state.build()
+    state.flow.last_batch = state.frame
+
+
+def _result(
+    case: Case, run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None
+) -> dict[str, Any]:
+    row = dict(case.row)
+    nodes = run.nodes
+    for o in outputs:
+        rec = nodes.get(o)
+        row[o] = rec.output if rec is not None and rec.status is NodeStatus.SUCCEEDED else None
+    failed = None
+    attempts = 0
+    for rec in nodes.values():
+        if failed is None and rec.error is not None:
+            failed = rec
+        if len(rec.attempts) > attempts:
+            attempts = len(rec.attempts)
+    if status is None:
+        rs = run.status
+        status = "succeeded" if rs is RunStatus.SUCCEEDED else "cancelled" if rs is RunStatus.CANCELLED else "failed"
+        if timeout is not None:
+            status = "failed"
+    row["status"] = status
+    if failed is not None:
+        row["error_type"] = failed.error_type
+        row["error_message"] = failed.error_message
+        row["error_node"] = failed.name
+    elif timeout is not None:
+        row["error_type"] = "TimeoutError"
+        row["error_message"] = f"the row did not finish within row_timeout={timeout}s"
+        row["error_node"] = next(
+            (r.name for r in nodes.values() if r.skip_reason and r.skip_reason.startswith("run cancelled while")), None
+        )
+    else:
+        row["error_type"] = row["error_message"] = row["error_node"] = None
+    row["attempts"] = attempts
+    row["latency"] = run.duration
+    row["run_id"] = run.run_id
+    return row
+
+
+def unfinished(case: Case, outputs: list[str], reason: str | None) -> dict[str, Any]:
+    row = dict(case.row)
+    for o in outputs:
+        row[o] = None
+    row.update(
+        status="pending", error_type=None, error_message=None, error_node=None, attempts=0, latency=None, run_id=None
+    )
+    return row
+
+
+def result_columns(cases: Cases) -> list[str]:
+    return [*cases.columns, *cases.outputs, *STATUS_COLUMNS]
+
+
+def _frame(state: State) -> pd.DataFrame:
+    import pandas as pd
+
+    cases = state.cases
+    columns = result_columns(cases)
+    records = [
+        r if r is not None else unfinished(c, cases.outputs, None)
+        for r, c in zip(state.results, cases.cases, strict=False)
+    ]
+    frame = pd.DataFrame.from_records(records, columns=columns) if records else pd.DataFrame(columns=columns)
+    if cases.index is not None:
+        frame.index = cases.index
+    if "attempts" in frame:
+        frame["attempts"] = frame["attempts"].astype("int64")
+    if "latency" in frame:
+        frame["latency"] = frame["latency"].astype("float64")
+    if state.opts.flatten:
+        frame = _flatten(frame, cases.outputs)
+    counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+    frame.attrs.update(
+        {
+            "flow": state.flow.name,
+            "batch_id": state.batch_id,
+            "outputs": list(cases.outputs),
+            "grid": list(cases.grid_keys),
+            "stopped": state.stopped,
+            "counts": {str(k): int(v) for k, v in counts.items()},
+        }
+    )
+    return frame
+
+
+def _as_dict(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        out: dict[str, Any] = dump()
+        return out
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return None
+
+
+def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
+    """Replace each output column holding dicts / models / dataclasses by ``node.field`` columns."""
+    import pandas as pd
+
+    parts: list[pd.DataFrame | pd.Series] = []
+    for col in frame.columns:
+        series = frame[col]
+        if col not in outputs:
+            parts.append(series)
+            continue
+        dicts = [_as_dict(v) if v is not None else None for v in series]
+        if not any(d is not None for d in dicts) or any(
+            d is None and v is not None for d, v in zip(dicts, series, strict=True)
+        ):
+            parts.append(series)  # nothing nested, or mixed with plain values: keep as is
+            continue
+        keys: dict[str, None] = {}
+        for d in dicts:
+            if d:
+                keys.update(dict.fromkeys(str(k) for k in d))
+        sub = pd.DataFrame(
+            [{f"{col}.{k}": (d or {}).get(k) for k in keys} for d in dicts],
+            columns=[f"{col}.{k}" for k in keys],
+            index=frame.index,
+        )
+        parts.append(sub)
+    out = pd.concat(parts, axis=1)
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+def clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,1 @@
+"""nbflow._core: see CONTRIBUTING.md for the layers."""

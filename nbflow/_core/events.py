@@ -1,0 +1,132 @@
+"""Typed, frozen lifecycle events. Subscribers (widgets, progress, logs, tests) read these.
+
+Fields may be added to events in later versions, never removed or renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nbflow._core.question import Question
+from nbflow._core.states import RunStatus
+
+__all__ = [
+    "Event",
+    "NodeCancelled",
+    "NodeEvent",
+    "NodeFailed",
+    "NodePaused",
+    "NodeRetrying",
+    "NodeSkipped",
+    "NodeStarted",
+    "NodeSucceeded",
+    "NodeUsage",
+    "RunFinished",
+    "RunPaused",
+    "RunStarted",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Something happened in run ``run_id`` at wall-clock ``time`` (seconds since the epoch)."""
+
+    run_id: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    flow: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    status: RunStatus
+    duration: float
+    reason: str | None = None  # why a run was CANCELLED by nbflow itself (e.g. its deadline)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeEvent(Event):
+    node: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStarted(NodeEvent):
+    """An attempt started: one event per attempt (``attempt`` counts from 1)."""
+
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSucceeded(NodeEvent):
+    duration: float
+    overridden: bool = False
+    recovered: bool = False  # the node failed and on_error=nf.Default(...) supplied its output
+    cached: bool = False  # the output came from the node cache: the node did not run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFailed(NodeEvent):
+    error: BaseException
+    duration: float
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRetrying(NodeEvent):
+    """Attempt ``attempt`` failed with ``error``; the next one starts after ``delay`` seconds."""
+
+    attempt: int
+    error: BaseException
+    delay: float
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSkipped(NodeEvent):
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCancelled(NodeEvent):
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePaused(NodeEvent):
+    """The node asked a question (``nf.ask``) and waits for an answer."""
+
+    question: Question
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPaused(Event):
+    """Nothing else can progress until someone answers (or the run was paused from outside)."""
+
+    questions: tuple[Question, ...]
+    version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeUsage(NodeEvent):
+    """The node reported model usage with ``nf.usage(...)`` (one event per call; a node may report several).
+
+    Emitted on the top-level run; ``node`` is the node's path (``"sub.node"`` in a sub-flow,
+    ``"node[3]"`` for item 3 of a map). ``attempt`` is the node's attempt then (None for map items
+    and loop iterations). Counts the caller did not give are None.
+    """
+
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    attempt: int | None = None

@@ -1,0 +1,1 @@
+"""nbflow._dsl: see CONTRIBUTING.md for the layers."""

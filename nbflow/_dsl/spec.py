@@ -1,0 +1,232 @@
+"""What a decorator records about a node: a spec, nothing that runs."""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from nbflow._core.errors import FlowDefinitionError, UnknownNodeError
+from nbflow._core.missing import MISSING
+from nbflow._dsl.control import FirstOf, Loop, Map, OptionalSource, Router
+
+__all__ = ["NodeSpec", "ParamSpec", "make_spec"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """One parameter of a node function.
+
+    ``source`` is the node or flow input that feeds it (the parameter's own name unless
+    ``inputs=`` said otherwise); ``default`` is ``MISSING`` when the parameter is required.
+    """
+
+    name: str
+    source: str
+    default: Any = MISSING
+    annotation: Any = inspect.Parameter.empty
+    alternatives: tuple[str, ...] = ()
+    """For a merge (``nf.first_of``): every candidate source, in order (``source`` is the first)."""
+    optional: bool = False
+    """``nf.optional``: the parameter gets ``nf.MISSING`` when its source produced no output."""
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A node as declared: its name, function and parameters. Read-only."""
+
+    name: str
+    func: Callable[..., Any]
+    params: tuple[ParamSpec, ...]
+    is_async: bool
+    thread: bool
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    router: Router | None = None
+    branch: tuple[str, str] | None = None
+    """``(router, branch)``: the node runs only when that router takes that branch."""
+    map: Map | None = None
+    loop: Loop | None = None
+    flow: Any = None
+    """A sub-flow run as this node (``func`` is then the sub-flow's runner)."""
+    output: str | None = None
+    """For a sub-flow: which of its nodes is the output (None: a dict of its leaf outputs)."""
+
+    @property
+    def plain(self) -> bool:
+        """No control flow: the engine's fast path."""
+        return self.router is None and self.map is None and self.loop is None and self.flow is None
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.func) or ""
+
+
+def check_name(name: object, what: str = "node name") -> str:
+    if isinstance(name, str) and name.startswith("<"):
+        raise FlowDefinitionError(f"{what} {name!r}: a lambda has no usable name; pass name='...'")
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise FlowDefinitionError(
+            f"{what} {name!r} is not a valid Python identifier; node and input names are "
+            f"parameter names, so use letters, digits and underscores (e.g. 'retrieve_docs')"
+        )
+    return name
+
+
+Source = str | FirstOf | OptionalSource
+
+
+def make_spec(
+    func: Callable[..., Any],
+    *,
+    name: str | None = None,
+    inputs: Mapping[str, Source] | None = None,
+    thread: bool | None = None,
+    options: Mapping[str, Any] | None = None,
+    router: Router | None = None,
+    branch: str | None = None,
+    map: Map | None = None,
+    loop: Loop | None = None,
+) -> NodeSpec:
+    """Build the spec of ``func``; raise FlowDefinitionError naming the node and the fix."""
+    if not callable(func):
+        raise FlowDefinitionError(f"@flow.node needs a function, got {func!r} ({type(func).__name__})")
+    node_name = check_name(name if name is not None else getattr(func, "__name__", None))
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise FlowDefinitionError(f"node {node_name!r}: cannot read the signature of {func!r}: {exc}") from exc
+    declared = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            star = "*" if p.kind is p.VAR_POSITIONAL else "**"
+            raise FlowDefinitionError(
+                f"node {node_name!r}: parameter '{star}{p.name}' is not supported; nbflow wires "
+                f"nodes by parameter name, so declare each input as a named parameter"
+            )
+        if p.kind is p.POSITIONAL_ONLY:
+            raise FlowDefinitionError(
+                f"node {node_name!r}: parameter {p.name!r} is positional-only; remove the '/' so "
+                f"nbflow can pass it by name"
+            )
+        default = MISSING if p.default is p.empty else p.default
+        declared.append((p.name, default, p.annotation))
+    # An object whose __call__ is async is an async node too (a coroutine would otherwise be its output).
+    is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+    if thread and is_async:
+        raise FlowDefinitionError(f"node {node_name!r}: thread=True is for sync functions; this one is async")
+    return NodeSpec(
+        name=node_name,
+        func=func,
+        params=wire_params(node_name, declared, inputs, getattr(func, "__name__", func)),
+        is_async=is_async,
+        thread=(not is_async) if thread is None else bool(thread),
+        options=MappingProxyType(dict(options or {})),
+        **control_fields(node_name, declared, router, branch, map, loop),
+    )
+
+
+def wire_params(
+    node: str, declared: list[tuple[str, Any, Any]], inputs: Mapping[str, Source] | None, what: object
+) -> tuple[ParamSpec, ...]:
+    """ParamSpecs for ``declared`` (name, default, annotation), rewired by ``inputs=``."""
+    inputs = dict(inputs or {})
+    params = []
+    for pname, default, annotation in declared:
+        source = inputs.pop(pname, pname)
+        if isinstance(source, FirstOf):
+            for s in source.sources:
+                check_name(s, f"node {node!r}: inputs[{pname!r}] first_of source")
+            params.append(ParamSpec(pname, source.sources[0], default, annotation, alternatives=source.sources))
+        elif isinstance(source, OptionalSource):
+            check_name(source.source, f"node {node!r}: inputs[{pname!r}] optional source")
+            params.append(ParamSpec(pname, source.source, default, annotation, optional=True))
+        else:
+            check_name(source, f"node {node!r}: inputs[{pname!r}] source")
+            params.append(ParamSpec(pname, source, default, annotation))
+    if inputs:
+        unknown = ", ".join(repr(k) for k in inputs)
+        have = ", ".join(repr(p.name) for p in params) or "(none)"
+        raise FlowDefinitionError(
+            f"node {node!r}: inputs= names {unknown}, which {'is' if len(inputs) == 1 else 'are'} "
+            f"not a parameter of {what!r}; its parameters are {have}"
+        )
+    return tuple(params)
+
+
+def control_fields(
+    node: str,
+    declared: list[tuple[str, Any, Any]],
+    router: Router | None,
+    branch: str | None,
+    map: Map | None,
+    loop: Loop | None,
+) -> dict[str, Any]:
+    names = [d[0] for d in declared]
+    if map is not None and loop is not None:
+        raise FlowDefinitionError(
+            f"node {node!r}: a node cannot be both a map and a loop; map over a sub-flow that contains the loop"
+        )
+    if map is not None and map.over not in names:
+        raise FlowDefinitionError(
+            f"node {node!r}: map over={map.over!r} is not one of its parameters ({', '.join(names) or 'none'})"
+        )
+    if loop is not None and loop.feed not in names:
+        raise FlowDefinitionError(
+            f"node {node!r}: loop feed={loop.feed!r} is not one of its parameters ({', '.join(names) or 'none'})"
+        )
+    guard = None
+    if branch is not None:
+        router_name, dot, branch_name = branch.partition(".") if isinstance(branch, str) else ("", "", "")
+        if not dot or not router_name or not branch_name:
+            raise FlowDefinitionError(
+                f"node {node!r}: branch={branch!r} should be 'router.branch', e.g. branch='route.billing'"
+            )
+        guard = (check_name(router_name, f"node {node!r}: branch router"), branch_name)
+    return {"router": router, "branch": guard, "map": map, "loop": loop}
+
+
+def make_subflow_spec(
+    flow: Any,
+    *,
+    name: str | None,
+    inputs: Mapping[str, Source] | None,
+    branch: str | None,
+    map: Map | None,
+    loop: Loop | None,
+    output: str | None,
+) -> NodeSpec:
+    """A node that runs ``flow`` as a sub-flow; its parameters are resolved when the parent compiles."""
+    node_name = check_name(name if name is not None else flow.name, "sub-flow node name")
+    if output is not None and output not in flow.nodes:
+        raise UnknownNodeError(output, flow.nodes, role=f"sub-flow {flow.name!r} output")
+
+    async def run_subflow(**kwargs: Any) -> Any:  # placeholder: the engine runs sub-flows itself
+        raise RuntimeError("sub-flow nodes are run by the engine")
+
+    return NodeSpec(
+        name=node_name,
+        func=run_subflow,
+        params=(),
+        is_async=True,
+        thread=False,
+        options=MappingProxyType({"inputs": dict(inputs or {})}),
+        flow=flow,
+        output=output,
+        **control_fields(node_name, _subflow_declared(flow, map, loop), None, branch, map, loop),
+    )
+
+
+def _subflow_declared(flow: Any, map: Map | None, loop: Loop | None) -> list[tuple[str, Any, Any]]:
+    """The sub-flow's inputs as (name, default, annotation), for checking map/loop parameters."""
+    try:
+        names = list(flow.graph.inputs)
+    except Exception:  # an unfinished sub-flow: the parent's compile reports its problem
+        names = [x for x in (map.over if map else None, loop.feed if loop else None) if x]
+    return [(n, MISSING, None) for n in names]

@@ -1,0 +1,1 @@
+"""nbflow._engine: see CONTRIBUTING.md for the layers."""

@@ -1,0 +1,104 @@
+"""Running one node: validate its inputs, call it (async, in a thread, or inline), validate and record.
+
+This is where per-node policies (retries, timeouts, error strategies) live.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import CoroutineType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from nbflow._core.events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
+from nbflow._core.states import NodeStatus
+from nbflow._dsl.limits import Limit
+from nbflow._engine.ask import PauseSignal, in_thread
+from nbflow._engine.call import call_function
+from nbflow._engine.control_flow import run_control
+from nbflow._engine.tracebacks import format_user_traceback
+from nbflow._graph.graph import GNode
+from nbflow._record.run import Attempt, NodeRecord, Run
+
+__all__ = ["call_node", "invoke", "mark_paused"]
+
+
+async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> None:
+    """Run node ``g`` with ``kwargs``, leaving ``rec`` SUCCEEDED or FAILED.
+
+    A node's exception is recorded, not raised. Cancellation propagates (the caller marks the
+    record CANCELLED).
+    """
+    spec = g.spec
+    name = spec.name
+    rec._to(NodeStatus.RUNNING)
+    rec.inputs = kwargs
+    started = rec.started_at = time.time()
+    if run._subscribers:
+        run._emit(NodeStarted(run_id=run.run_id, time=started, node=name, attempt=1))
+    t0 = time.perf_counter()
+    attempt = Attempt(len(rec.attempts) + 1, started)
+    rec.attempts.append(attempt)
+    try:
+        for param, check in g.checks:
+            if param in kwargs:
+                kwargs[param] = check(kwargs[param])
+        if not g.plain:
+            out = await run_control(g, rec, kwargs, run)
+        elif spec.is_async:
+            out = await spec.func(**kwargs)
+        elif spec.thread:
+            out = await anyio.to_thread.run_sync(in_thread(spec.func, kwargs), abandon_on_cancel=True)
+            if type(out) is CoroutineType:
+                out = await out
+        else:
+            out = spec.func(**kwargs)
+            if type(out) is CoroutineType:  # a sync function handing back a coroutine (e.g. a lambda): await it
+                out = await out
+        if g.check_return is not None and g.plain:
+            out = g.check_return(out)
+    except Exception as exc:
+        duration = time.perf_counter() - t0
+        rec.finished_at = attempt.finished_at = started + duration
+        attempt.error = rec.error = exc
+        rec.traceback = format_user_traceback(exc)
+        rec._to(NodeStatus.FAILED)
+        if run._subscribers:
+            run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=exc, duration=duration))
+        return
+    except PauseSignal as signal:
+        rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
+        mark_paused(rec, run, signal)
+        return
+    except BaseException:
+        rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
+        raise
+    duration = time.perf_counter() - t0
+    rec.finished_at = attempt.finished_at = started + duration
+    rec.output = out
+    rec._to(NodeStatus.SUCCEEDED)
+    if run._subscribers:
+        run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=name, duration=duration))
+
+
+async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, limits: Sequence[Limit] = ()) -> Any:
+    """One call of the node, as ``call_node`` makes it (control flow, async, thread or inline), output checked.
+
+    Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
+    steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
+    """
+    if not g.plain:
+        return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
+    return await call_function(g, kwargs)
+
+
+def mark_paused(rec: NodeRecord, run: Run, signal: PauseSignal) -> None:
+    """The node asked a question (``nf.ask``): it is PAUSED and blocks its dependents until resumed."""
+    rec._to(NodeStatus.PAUSED)
+    if run._subscribers:
+        run._emit(
+            NodePaused(run_id=run.run_id, time=rec.finished_at or time.time(), node=rec.name, question=signal.question)
+        )

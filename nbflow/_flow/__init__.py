@@ -1,0 +1,1 @@
+"""nbflow._flow: see CONTRIBUTING.md for the layers."""

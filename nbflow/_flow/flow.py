@@ -1,0 +1,643 @@
+"""``Flow`` and ``@flow.node``: declare nodes in any order, in any cell; run them three ways."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar, overload
+
+from nbflow._batch import api as _batch
+from nbflow._core.clock import SYSTEM_CLOCK, Clock
+from nbflow._core.config import config
+from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
+from nbflow._core.missing import MISSING
+from nbflow._core.registry import register_flow
+from nbflow._core.states import RunStatus
+from nbflow._dsl import options as _options
+from nbflow._dsl.control import Loop, Map, Router
+from nbflow._dsl.limits import Limit
+from nbflow._dsl.policies import OnError, Retry
+from nbflow._dsl.spec import NodeSpec, Source, make_spec, make_subflow_spec
+from nbflow._engine import scheduler as scheduler
+from nbflow._engine.caching import plan_cache
+from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
+from nbflow._engine.policy import FlowPolicies, build_policies
+from nbflow._flow import pickling
+from nbflow._flow.resume import claim, continue_run
+from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
+from nbflow._notebook import auto_show
+from nbflow._record.run import Run, Subscriber
+from nbflow._show.draw import mimebundle, text_graph, to_dot
+from nbflow._store.checkpoint import load_run, open_store
+from nbflow._store.node_cache import NodeCache, open_cache
+
+__all__ = ["Flow"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Flow:
+    """A named set of nodes wired by parameter names.
+
+    ``validate`` turns pydantic checking of inputs and outputs against type hints on or off;
+    ``concurrency`` caps how many nodes run at once (default: no cap). ``retry`` is the default
+    retry policy of every node (``nf.Retry(...)`` or a number of attempts; a node's own ``retry=``
+    wins); ``limits`` names shared limits (``{"llm": nf.Limit(max_concurrency=4)}``) that nodes
+    take with ``uses=``; ``clock`` is what retry delays sleep on (``nf.FakeClock()`` in tests).
+    See docs/resilience.md.
+
+    ``cache=True`` caches every node's result in memory (``cache="cache.db"``: in a SQLite file
+    you trust; ``@flow.node(cache=False)`` opts a node out): a node whose code and inputs did not
+    change is not run again. See docs/caching.md.
+    """
+
+    def __init__(
+        self,
+        name: str = "flow",
+        *,
+        validate: bool = True,
+        concurrency: int | None = None,
+        retry: Retry | int | None = None,
+        limits: Mapping[str, Limit] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        store: Any = None,
+        cache: bool | str | os.PathLike[str] | NodeCache | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise FlowDefinitionError(f"a flow needs a non-empty name, got {name!r}")
+        _check_concurrency(concurrency)
+        self.name = name
+        self.validate = validate
+        self.concurrency = concurrency
+        self.store = store
+        """Default checkpoint store (a SQLite path) for this flow's runs; ``store=`` per call overrides."""
+        self._retry = _options.flow_retry(name, retry)
+        self._limits = _options.flow_limits(name, limits)
+        self._clock = _options.flow_clock(name, clock)
+        self._cache = open_cache(cache, name)
+        self._node_cache: NodeCache | None = None  # for cache=True nodes while the flow's cache is off
+        self._specs: dict[str, NodeSpec] = {}
+        self._graph: Graph | None = None
+        self._graph_stamp: tuple[Any, ...] = ()
+        self._version = 0
+        self._policies: FlowPolicies | None = None
+        register_flow(self)
+        self.last_run: Run | None = None
+        self.last_batch: Any = None  # the DataFrame of the latest batch (also a partial one after a stop)
+
+    # --- flow-wide policies (changing one recompiles the flow) -----------------------------------
+    @property
+    def retry(self) -> Retry | None:
+        """The default retry policy of nodes that set none (None: no retries)."""
+        return self._retry
+
+    @retry.setter
+    def retry(self, value: Retry | int | None) -> None:
+        self._retry = _options.flow_retry(self.name, value)
+        self._graph = None
+
+    @property
+    def limits(self) -> Mapping[str, Limit]:
+        """The named shared limits nodes can take with ``uses=`` (read-only; set a new dict to change)."""
+        return MappingProxyType(self._limits)
+
+    @limits.setter
+    def limits(self, value: Mapping[str, Limit] | None) -> None:
+        self._limits = _options.flow_limits(self.name, value)
+        self._graph = None
+
+    @property
+    def clock(self) -> Clock:
+        """The clock retry delays sleep on."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, value: Clock) -> None:
+        self._clock = _options.flow_clock(self.name, value)
+        self._graph = None
+
+    @property
+    def cache(self) -> NodeCache | None:
+        """Where node results are cached (None: off unless a node says ``cache=True``).
+
+        Set ``True``, a SQLite path, an ``nf.NodeCache`` or ``False``; see docs/caching.md.
+        """
+        return self._cache
+
+    @cache.setter
+    def cache(self, value: bool | str | os.PathLike[str] | NodeCache | None) -> None:
+        self._cache = open_cache(value, self.name)
+        self._graph = None
+
+    def clear_cache(self, *nodes: str) -> int:
+        """Forget this flow's cached results (of ``nodes`` only, if given); returns how many.
+
+        A cleared node runs again next time, and so does everything downstream of it.
+        """
+        for n in nodes:
+            if n not in self._specs:
+                raise UnknownNodeError(n, self._specs)
+        return sum(c.clear(self.name, nodes) for c in (self._cache, self._node_cache) if c is not None)
+
+    # --- declaring -----------------------------------------------------------------------------
+    @overload
+    def node(self, func: F, /) -> F: ...
+    @overload
+    def node(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        inputs: Mapping[str, Source] | None = None,
+        thread: bool | None = None,
+        branch: str | None = None,
+        map: Map | None = None,
+        loop: Loop | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
+        cache: bool | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def node(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        inputs: Mapping[str, Source] | None = None,
+        thread: bool | None = None,
+        branch: str | None = None,
+        map: Map | None = None,
+        loop: Loop | None = None,
+        router: Router | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
+        cache: bool | None = None,
+    ) -> Any:
+        """Declare ``func`` as a node and return it unchanged (still callable on its own).
+
+        A parameter named after another node is fed by that node's output; any other parameter is
+        a flow input. ``inputs={"param": "source"}`` feeds a parameter from another node or input
+        (``nf.first_of(...)`` merges, ``nf.optional(...)`` tolerates a missing upstream). Sync
+        functions run in a worker thread unless ``thread=False``. ``branch="router.name"`` runs the
+        node only when that router takes that branch. Declaring a node whose name exists replaces
+        it (re-running a notebook cell does exactly that).
+
+        Resilience (docs/resilience.md): ``retry=nf.Retry(...)`` (or a number of attempts; False:
+        none, even if the flow has a default); ``timeout=`` seconds per attempt; ``on_error=``
+        ``"fail"``, ``"continue"`` or ``nf.Default(value)``; ``on_failure_of="node"`` makes this
+        node that node's failure handler (the parameter named after it receives an
+        ``nf.ErrorInfo``); ``uses="llm"`` (or a list) takes the flow's named limits per attempt.
+
+        ``cache=False`` never caches this node (non-deterministic or side effects); ``cache=True``
+        caches it even when the flow's cache is off (then in memory). See docs/caching.md.
+        """
+
+        register = self._register(
+            name=name,
+            inputs=inputs,
+            thread=thread,
+            branch=branch,
+            map=map,
+            loop=loop,
+            router=router,
+            retry=retry,
+            timeout=timeout,
+            on_error=on_error,
+            on_failure_of=on_failure_of,
+            uses=uses,
+            cache=cache,
+        )
+        return register(func) if func is not None else register
+
+    def _register(self, **options: Any) -> Callable[[F], F]:
+        def register(f: F) -> F:
+            self.add(f, **options)
+            return f
+
+        return register
+
+    def router(
+        self, func: Callable[..., Any] | None = None, /, *, branches: Iterable[str] | None = None, **kw: Any
+    ) -> Any:
+        """Declare a router: a node returning the name of the branch to take (or a list of names).
+
+        Nodes declared with ``branch="<router>.<name>"`` run only when their branch is taken; the
+        others are SKIPPED ("branch 'name' of 'router' not taken"), and so is everything that
+        depends only on them. ``branches`` lists the valid names (default: the names used).
+        """
+        spec = Router(tuple(branches) if branches is not None else None)
+        register = self._register(router=spec, **kw)
+        return register(func) if func is not None else register
+
+    def map(
+        self, over: str, *, concurrency: int | None = None, errors: str = "terminate", **kw: Any
+    ) -> Callable[[F], F]:
+        """Declare a node that runs once per item of its parameter ``over`` (a list).
+
+        Items run concurrently (up to ``concurrency``); the output is the list of results in input
+        order. ``errors``: ``"terminate"``, ``"continue"`` (``nf.ItemFailed`` in the failed slots)
+        or ``"drop"``. Each item's status, error and duration are in ``run.nodes[name].items``.
+        """
+        return self._register(map=Map(over, concurrency, errors), **kw)  # type: ignore[arg-type]
+
+    def loop(
+        self,
+        feed: str,
+        *,
+        until: Callable[[Any], bool] | None = None,
+        max_iterations: int = 10,
+        on_max: str = "return",
+        **kw: Any,
+    ) -> Callable[[F], F]:
+        """Declare a node run repeatedly, each output fed back into parameter ``feed``.
+
+        Stops when ``until(output)`` is true or after ``max_iterations`` (then returns the last
+        output, or fails with ``LoopLimitError`` when ``on_max="fail"``). Every iteration is in
+        ``run.nodes[name].iterations``.
+        """
+        return self._register(loop=Loop(feed, until, max_iterations, on_max), **kw)  # type: ignore[arg-type]
+
+    def add(
+        self,
+        func: Callable[..., Any] | Flow,
+        *,
+        name: str | None = None,
+        inputs: Mapping[str, Source] | None = None,
+        thread: bool | None = None,
+        branch: str | None = None,
+        map: Map | None = None,
+        loop: Loop | None = None,
+        router: Router | None = None,
+        output: str | None = None,
+        retry: Retry | int | bool | None = None,
+        timeout: float | None = None,
+        on_error: OnError = "fail",
+        on_failure_of: str | None = None,
+        uses: str | Iterable[str] | None = None,
+        cache: bool | None = None,
+    ) -> NodeSpec:
+        """Declare a node without decorating (same rules as ``@flow.node``); returns its spec.
+
+        ``func`` may be another Flow: it then runs as a sub-flow node whose parameters are its
+        inputs (rewire them with ``inputs=``) and whose output is its node ``output`` (default: a
+        dict of its leaf nodes' outputs).
+        """
+        if isinstance(func, Flow):
+            if func is self:
+                raise FlowDefinitionError(f"flow {self.name!r} cannot contain itself as a sub-flow")
+            spec = make_subflow_spec(func, name=name, inputs=inputs, branch=branch, map=map, loop=loop, output=output)
+        else:
+            if output is not None:
+                raise FlowDefinitionError(f"node {name or func!r}: output= is for sub-flows only")
+            spec = make_spec(
+                func, name=name, inputs=inputs, thread=thread, router=router, branch=branch, map=map, loop=loop
+            )
+        options = _options.node_options(
+            spec,
+            retry=retry,
+            timeout=timeout,
+            on_error=on_error,
+            on_failure_of=on_failure_of,
+            uses=uses,
+            limits=self._limits,
+            cache=cache,
+        )
+        if options:
+            spec = _options.with_options(spec, options)
+        self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
+        self._specs[spec.name] = spec
+        self._changed()
+        return spec
+
+    def remove(self, name: str) -> None:
+        """Remove the node ``name``."""
+        if name not in self._specs:
+            raise UnknownNodeError(name, self._specs)
+        del self._specs[name]
+        self._changed()
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._graph = None
+
+    def _stamp(self) -> tuple[Any, ...]:
+        """Changes whenever this flow or any sub-flow in it changes (sub-flows are edited too)."""
+        return (self._version, *(s.flow._stamp() for s in self._specs.values() if s.flow is not None))
+
+    @property
+    def nodes(self) -> Mapping[str, NodeSpec]:
+        """The declared nodes, by name, in definition order (read-only)."""
+        return MappingProxyType(self._specs)
+
+    @property
+    def graph(self) -> Graph:
+        """The validated graph (compiled once per change); raises CycleError etc."""
+        stamp = self._stamp()
+        if self._graph is None or self._graph_stamp != stamp:
+            graph = compile_graph(self.name, self._specs, validate=self.validate)
+            self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
+            self._graph = graph
+            self._graph_stamp = stamp
+        return self._graph
+
+    def _with_cache(self, graph: Graph, policies: FlowPolicies) -> FlowPolicies:
+        default = self._cache is not None
+        if not default and not any(s.options.get("cache") for s in self._specs.values()):
+            return policies  # no caching: the policies (and the engine's fast path) are untouched
+        backend = self._cache
+        if backend is None:
+            backend = self._node_cache = self._node_cache or NodeCache()
+        plan = plan_cache(graph, backend, default, self.validate)
+        return policies if plan is None else dataclasses.replace(policies, cache=plan)
+
+    def _resolved_policies(self) -> FlowPolicies:
+        """Every node's resolved policy (retry, timeout, on_error, limits) and the failure handlers."""
+        self.graph  # noqa: B018  (compiles, and resolves the policies with it)
+        assert self._policies is not None
+        return self._policies
+
+    @property
+    def inputs(self) -> Mapping[str, InputInfo]:
+        """The flow's inputs: parameters that no node feeds."""
+        return self.graph.inputs
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    # --- running -------------------------------------------------------------------------------
+    def _prepare(
+        self,
+        inputs: Mapping[str, Any] | None,
+        kw: Mapping[str, Any],
+        targets: Iterable[str] | str | None,
+        overrides: Mapping[str, Any] | None,
+        on_event: Subscriber | None,
+        store: Any = None,
+        trace: Any = None,
+    ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
+        merged = dict(inputs or {})
+        merged.update(kw)
+        overrides = dict(overrides or {})
+        if isinstance(targets, str):
+            targets = [targets]
+        graph = self.graph
+        plan = graph.plan(merged, targets, overrides)
+        validate_inputs(graph, plan, merged)
+        run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
+        run.graph = graph
+        run._flow = self
+        run.targets = tuple(targets) if targets is not None else None
+        if on_event is not None:
+            run.subscribe(on_event)
+        if trace is not None or config.trace is not None:  # off: not even an import (docs/tracing.md)
+            from nbflow.otel import attach
+
+            attach(run, trace, where=f"flow {self.name!r}: trace=")
+        store = store if store is not None else self.store
+        if store is not None:
+            open_store(store).track(run)
+        self.last_run = run
+        return graph, plan, run, merged, overrides
+
+    async def _execute(
+        self,
+        graph: Graph,
+        plan: Plan,
+        run: Run,
+        inputs: dict[str, Any],
+        overrides: dict[str, Any],
+        concurrency: int | None,
+        timeout: float | None = None,
+        tick: bool = True,
+    ) -> Run:
+        cap = concurrency if concurrency is not None else self.concurrency
+        policies = self._resolved_policies()
+        # A batch wakes the loop itself (tick=False), once for all its rows.
+        ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
+        try:
+            await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+        if run.status is RunStatus.PAUSED and run.store is not None and run.store.unstorable:
+            what = "; ".join(f"{k!r}: {v}" for k, v in run.store.unstorable.items())
+            raise StoreError(
+                f"run {run.run_id} paused, but its checkpoint is incomplete: cannot store {what}. It can be "
+                f"resumed in this session (run.resume(...)), not after a restart; return picklable data "
+                f"from those nodes"
+            )
+        return run
+
+    async def _execute_child(
+        self,
+        parent: Run,
+        path: str,
+        inputs: dict[str, Any],
+        previous: Run | None,
+        forward: Subscriber | None,
+    ) -> Run:
+        """Run this flow as the sub-flow node ``path`` of ``parent``; ``previous`` is a paused sub-run to go on.
+
+        The one way a sub-flow runs, first time or resumed: the same plan, policies (retry, timeout,
+        limits, failure handlers) and cache as its own runs.
+        """
+        graph = self.graph
+        if previous is not None:
+            child, inputs = previous, dict(previous.inputs)
+            plan = graph.plan(inputs)
+        else:
+            plan = graph.plan(inputs)
+            validate_inputs(graph, plan, inputs)
+            child = Run(self.name, f"{parent.run_id}/{path}", inputs, plan.nodes)
+            child.graph = graph
+            child._root = parent._root
+            child._path = f"{parent._path}{path}."
+            if forward is not None:
+                child.subscribe(forward)
+        await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
+        return child
+
+    async def arun(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        targets: Iterable[str] | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+        on_event: Subscriber | None = None,
+        store: Any = None,
+        timeout: float | None = None,
+        show: bool | None = None,
+        trace: Any = None,
+        **kw: Any,
+    ) -> Run:
+        """Run the flow on the current event loop and return its Run record.
+
+        Flow inputs are keyword arguments (or a dict as the first argument, for inputs whose names
+        clash with the options). ``targets`` runs only what those nodes need; ``overrides`` injects
+        node outputs without running them. Node failures are recorded, not raised: check
+        ``run.status`` or call ``run.raise_for_status()``.
+
+        ``timeout`` is the run's deadline in seconds: past it, the nodes still going are cancelled
+        and the run is returned CANCELLED with ``run.reason`` saying so (finished outputs kept).
+        Cancelling the caller still raises ``CancelledError``.
+
+        In a notebook the live run view is displayed unless ``show=False`` (or ``nbflow.config.show =
+        False``); elsewhere ``show=True`` prints a compact text progress to stderr.
+
+        ``trace`` sends the run's spans to OpenTelemetry: ``"otel"`` (the global tracer provider), a
+        TracerProvider, or False (off for this call); default ``nbflow.config.trace``. See docs/tracing.md.
+        """
+        _check_concurrency(concurrency)
+        self._check_deadline(timeout, inputs, "arun")
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, trace)
+        auto_show(run, None, show)
+        return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
+
+    def run(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        targets: Iterable[str] | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+        on_event: Subscriber | None = None,
+        store: Any = None,
+        timeout: float | None = None,
+        show: bool | None = None,
+        trace: Any = None,
+        **kw: Any,
+    ) -> Run:
+        """Run the flow and block until it ends; works in a script and in a notebook cell.
+
+        In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
+        cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
+        every finished output. ``timeout``, ``show`` and ``trace`` as in ``arun``.
+        """
+        _check_concurrency(concurrency)
+        self._check_deadline(timeout, inputs, "run")
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, trace)
+        auto_show(run, None, show)
+        return run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
+
+    def start(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        targets: Iterable[str] | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+        on_event: Subscriber | None = None,
+        store: Any = None,
+        timeout: float | None = None,
+        show: bool | None = None,
+        trace: Any = None,
+        **kw: Any,
+    ) -> RunHandle:
+        """Start the flow in the background of the running loop and return a RunHandle at once.
+
+        Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
+        ``timeout``, ``show`` (the live view, with a Cancel button) and ``trace`` as in ``arun``.
+        """
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RunnerError(
+                f"flow {self.name!r}: start() runs the flow in the background of a running event loop "
+                f"(a notebook cell or async code), and none is running here; use flow.run(...) to "
+                f"block, or call start() from async code"
+            ) from None
+        _check_concurrency(concurrency)
+        self._check_deadline(timeout, inputs, "start")
+        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, trace)
+        handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
+        auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
+        return handle
+
+    def _check_deadline(self, timeout: float | None, inputs: Mapping[str, Any] | None, how: str) -> None:
+        where = f"flow {self.name!r}: {how}(timeout=...)"
+        _options.check_timeout(timeout, where)
+        if timeout is not None and "timeout" in self.inputs and "timeout" not in (inputs or {}):
+            # An HTTP node's own ``timeout`` parameter must not silently become the run's deadline.
+            raise FlowDefinitionError(
+                f"{where} is the run's deadline, but this flow also has an input named 'timeout' "
+                f"(taken by {', '.join(repr(n) for n in self.inputs['timeout'].consumers)}); pass that input "
+                f"in the dict, {how}({{'timeout': ...}}), and add timeout=... only for a deadline"
+            )
+
+    # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/_batch/api.py.
+    batch = _batch.batch
+    abatch = _batch.abatch
+
+    def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
+        """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.
+
+        Same options as ``Run.resume`` (``question=``, ``version=``).
+        """
+        if isinstance(run, str):
+            if store is None and self.store is None:
+                raise RunnerError(f"flow {self.name!r}: resume by run id needs store= (the SQLite file)")
+            run = load_run(store if store is not None else self.store, run)
+        if run.flow != self.name:
+            raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
+        run._flow = self
+        return run.resume(answer, **kw)
+
+    def _resume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:
+        claim(run, answer, question, version)
+        return run_blocking(lambda: continue_run(run), run)
+
+    async def _aresume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:
+        claim(run, answer, question, version)
+        return await continue_run(run)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickling (Dask workers, copies) sends the definition only: see nbflow/_flow/pickling.py.
+        return type(self)._from_definition, (pickling.definition_of(self),)
+
+    @classmethod
+    def _from_definition(cls, definition: dict[str, Any]) -> Flow:
+        flow: Flow = pickling.rebuild(cls, definition)
+        return flow
+
+    def to_dot(self, run: Run | None = None) -> Any:
+        """The graph as a ``graphviz.Digraph`` (coloured by state when a run is given)."""
+
+        return to_dot(self.graph, run)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self._specs) or "no nodes"
+        return f"<Flow {self.name!r}: {names}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        try:
+            graph = self.graph
+        except GraphError as exc:  # still show something useful while the flow is being written
+            return {"text/plain": f"{self!r}\n  cannot draw: {exc}"}
+        return mimebundle(graph, None, text=text_graph(graph))
+
+
+def _check_concurrency(concurrency: object) -> None:
+    if concurrency is not None and (
+        not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
+    ):
+        raise ValueError(f"concurrency must be a positive int or None (no cap), got {concurrency!r}")

@@ -1,0 +1,105 @@
+"""Resuming a paused run: claim it (exactly once), record the answer, run what is left."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nbflow._core.config import config
+from nbflow._core.errors import ResumeConflictError, RunnerError
+from nbflow._core.missing import MISSING
+from nbflow._core.registry import flow_of
+from nbflow._core.secrets import REDACTED
+from nbflow._core.states import RunStatus
+from nbflow._engine.ask import validate_answer
+from nbflow._record.run import NodeRecord
+
+if TYPE_CHECKING:
+    from nbflow._record.run import Run
+
+__all__ = ["claim", "continue_run"]
+
+
+def claim(run: Run, answer: Any, question: str | None, version: int | None) -> None:
+    """Check and record the answer and move the run to RUNNING, atomically: one resume wins.
+
+    Raises ResumeConflictError or AnswerError without changing anything.
+    """
+    if run._root is not run:
+        raise ResumeConflictError(f"run {run.run_id} is part of a larger run; resume {run._root.run_id} instead")
+    _check_resumable(run)  # fail before anything changes
+    with run._resume_lock:
+        if run.status is not RunStatus.PAUSED:
+            raise ResumeConflictError(
+                f"run {run.run_id} is {run.status.name}, not PAUSED: there is nothing to resume "
+                f"(was it resumed already?)"
+            )
+        if version is not None and version != run.pause_version:
+            raise ResumeConflictError(
+                f"run {run.run_id}: pause version {version} was already resumed; the run is now at "
+                f"version {run.pause_version}"
+            )
+        key = _pick(run, answer, question)
+        value = validate_answer(run.pending[key], answer) if key is not None else MISSING
+        if run.store is not None:
+            run.store.claim(run, key, value)  # the durable guard across processes (raises on conflict)
+        if key is not None:
+            run.answers[key] = value
+            del run.pending[key]
+        run._to(RunStatus.RUNNING)
+
+
+def _pick(run: Run, answer: Any, question: str | None) -> str | None:
+    if question is not None:
+        if question in run.answers:
+            raise ResumeConflictError(f"run {run.run_id}: question {question!r} was already answered")
+        if question not in run.pending:
+            raise ResumeConflictError(
+                f"run {run.run_id} has no open question {question!r}; open: {', '.join(run.pending) or 'none'}"
+            )
+        return question
+    if answer is MISSING:
+        return None  # continue a run paused from outside (or re-ask the open questions)
+    if len(run.pending) != 1:
+        keys = ", ".join(repr(k) for k in run.pending) or "none"
+        raise ResumeConflictError(
+            f"run {run.run_id} has {len(run.pending)} open questions ({keys}); say which one this "
+            f"answers with question=..."
+            if run.pending
+            else f"run {run.run_id} has no open question to answer; call resume() without an answer"
+        )
+    return next(iter(run.pending))
+
+
+def _check_resumable(run: Run) -> Any:
+    """Everything that can stop a resume, checked before anything changes; returns the plan."""
+    flow = flow_of(run)
+    graph = flow.graph
+    missing = [n for n in run.nodes if n not in graph.nodes]
+    if missing:
+        raise RunnerError(
+            f"run {run.run_id} has nodes the flow {flow.name!r} no longer has: {', '.join(missing)}; "
+            f"restore them to resume"
+        )
+    secret = [k for k, v in run.inputs.items() if v is REDACTED]
+    if secret:
+        raise RunnerError(
+            f"run {run.run_id}: input{'s' if len(secret) > 1 else ''} {', '.join(repr(k) for k in secret)} "
+            f"{'were' if len(secret) > 1 else 'was'} secret and never stored; pass "
+            f"{'them' if len(secret) > 1 else 'it'} again: nf.load_run(store, run_id, secrets={{...}})"
+        )
+    return graph.plan(run.inputs, run.targets)
+
+
+async def continue_run(run: Run) -> Run:
+    """Run what is left of a claimed run on this loop: finished nodes are not run again."""
+    flow = flow_of(run)
+    graph = flow.graph
+    plan = graph.plan(run.inputs, run.targets)
+    if list(run.nodes) != list(plan.nodes):  # loaded from a store: same records, in plan order
+        run.nodes = {n: run.nodes.get(n) or NodeRecord(n) for n in plan.nodes}
+    run.graph = graph
+    if config.trace is not None:  # a run loaded from a store has no tracer yet (off: not even an import)
+        from nbflow.otel import attach
+
+        attach(run)
+    return await flow._execute(graph, plan, run, run.inputs, {}, None)

@@ -1,0 +1,1 @@
+"""nbflow._graph: see CONTRIBUTING.md for the layers."""

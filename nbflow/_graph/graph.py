@@ -1,0 +1,350 @@
+"""Specs -> a validated, read-only graph. Pure data and traversals: nothing here runs a node."""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbflow._core.errors import CycleError, GraphError, MissingInputError, UnknownInputError, UnknownNodeError, _suggest
+from nbflow._core.missing import MISSING
+from nbflow._dsl.spec import NodeSpec
+from nbflow._graph.validate import Validator, hints_of, make_validator
+
+SUBFLOW_DEFAULT: Any = object()  # "not passed: the sub-flow uses its own default"
+
+__all__ = ["Dep", "GNode", "Graph", "InputInfo", "Plan", "compile_graph", "find_cycle", "validate_inputs"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dep:
+    """Parameter ``param`` is fed by ``source``: a node when ``is_node``, else a flow input."""
+
+    param: str
+    source: str
+    is_node: bool
+    alternatives: tuple[str, ...] = ()
+    """A merge: the candidate nodes in order; the first that produced an output feeds ``param``."""
+    optional: bool = False
+    """The node runs even if ``source`` produced nothing; ``param`` then gets ``nf.MISSING``."""
+
+
+@dataclass(frozen=True, slots=True)
+class GNode:
+    """A node in the compiled graph, with its edges and validators resolved."""
+
+    spec: NodeSpec
+    deps: tuple[Dep, ...]
+    upstream: tuple[str, ...]
+    downstream: tuple[str, ...]
+    checks: tuple[tuple[str, Validator], ...]
+    check_return: Validator | None
+    simple: bool = True
+    """Every upstream must succeed and feeds one parameter directly: the engine's fast path."""
+    branches: tuple[str, ...] = ()
+    """For a router: the branch names it may choose."""
+    plain: bool = True
+    """No control flow (router, map, loop, sub-flow): called directly."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True, slots=True)
+class InputInfo:
+    """A flow input: a parameter that no node feeds."""
+
+    name: str
+    required_by: tuple[str, ...]
+    optional_for: tuple[str, ...]
+
+    @property
+    def consumers(self) -> tuple[str, ...]:
+        return self.required_by + self.optional_for
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one run executes: the nodes needed for its targets (topological order) and the overrides."""
+
+    nodes: tuple[str, ...]
+    overridden: frozenset[str]
+    inputs: frozenset[str]
+    waiting: Mapping[str, int]
+    """For each node to execute: how many planned upstreams it waits for (copied per run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """A validated flow: nodes in topological order (ties broken by definition order) and its inputs."""
+
+    name: str
+    nodes: Mapping[str, GNode]
+    inputs: Mapping[str, InputInfo]
+    _plans: dict[Any, Plan] = field(default_factory=dict, compare=False, repr=False)
+    _views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Caches of the front ends (e.g. the laid-out SVG): a graph never changes, so neither do they."""
+
+    def node(self, name: str) -> GNode:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise UnknownNodeError(name, self.nodes) from None
+
+    def ancestors(self, names: Iterable[str], stop: frozenset[str] = frozenset()) -> set[str]:
+        """``names`` and everything upstream of them; nodes in ``stop`` are included but not walked past."""
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n not in stop:
+                todo.extend(self.nodes[n].upstream)
+        return seen
+
+    def descendants(self, name: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(self.nodes[name].downstream)
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo.extend(self.nodes[n].downstream)
+        return seen
+
+    def plan(
+        self,
+        given: Iterable[str],
+        targets: Iterable[str] | None = None,
+        overrides: Iterable[str] = (),
+    ) -> Plan:
+        """Check a run's request against the graph and say which nodes it executes.
+
+        Raises UnknownNodeError, UnknownInputError and MissingInputError before anything runs.
+        Plans are cached per (inputs given, targets, overrides): a batch of rows plans once.
+        """
+        key = (frozenset(given), None if targets is None else tuple(targets), frozenset(overrides))
+        found = self._plans.get(key)
+        if found is None:
+            found = self._plans[key] = self._plan(key[0], key[1], key[2])
+        return found
+
+    def _plan(
+        self,
+        given: Iterable[str],
+        targets: Iterable[str] | None,
+        overrides: Iterable[str],
+    ) -> Plan:
+        overridden = frozenset(overrides)
+        for name in overridden:
+            if name not in self.nodes:
+                raise UnknownNodeError(name, self.nodes, role="override")
+        if targets is None:
+            needed: Iterable[str] = self.nodes
+            if overridden:
+                needed = self.ancestors(self._sinks(), stop=overridden)
+        else:
+            targets = list(targets)
+            for name in targets:
+                if name not in self.nodes:
+                    raise UnknownNodeError(name, self.nodes, role="target")
+            needed = self.ancestors(targets, stop=overridden)
+        needed_set = set(needed)
+        order = tuple(n for n in self.nodes if n in needed_set)
+        given = list(given)
+        unknown = [g for g in given if g not in self.inputs]
+        if unknown:
+            raise UnknownInputError(unknown, self.inputs)
+        running = [n for n in order if n not in overridden]
+        missing: dict[str, list[str]] = {}
+        for info in self.inputs.values():
+            if info.name in given:
+                continue
+            who = [n for n in info.required_by if n in running]
+            if who:
+                missing[info.name] = who
+        if missing:
+            hints = {k: _suggest(k, self.nodes).replace("did you mean", "a node is named", 1) for k in missing}
+            raise MissingInputError(missing, {k: v for k, v in hints.items() if v})
+        planned = set(order)
+        if len(planned) == len(self.nodes):
+            waiting = {n: len(self.nodes[n].upstream) for n in order}
+        else:
+            waiting = {n: sum(1 for u in self.nodes[n].upstream if u in planned) for n in order}
+        return Plan(order, overridden, frozenset(given), waiting)
+
+    def _sinks(self) -> list[str]:
+        return [n for n, g in self.nodes.items() if not g.downstream]
+
+
+def find_cycle(upstream: Mapping[str, Iterable[str]], among: Iterable[str]) -> list[str]:
+    """A cycle among ``among`` (each of which is on or leads to one), first node repeated at the end."""
+    among_set = set(among)
+    start = min(among_set, key=list(upstream).index)
+    path: list[str] = []
+    index: dict[str, int] = {}
+    node = start
+    while node not in index:
+        index[node] = len(path)
+        path.append(node)
+        node = next(u for u in upstream[node] if u in among_set)
+    cycle = path[index[node] :]
+    cycle.reverse()  # report in data-flow direction: producer -> consumer
+    return [*cycle, cycle[0]]
+
+
+def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = True) -> Graph:
+    """Resolve wiring, check for cycles, order topologically and build validators."""
+    order = list(specs)
+    position = {n: i for i, n in enumerate(order)}
+    deps: dict[str, tuple[Dep, ...]] = {}
+    upstream: dict[str, tuple[str, ...]] = {}
+    inputs_req: dict[str, list[str]] = {}
+    inputs_opt: dict[str, list[str]] = {}
+    specs = {n: with_subflow_params(s) for n, s in specs.items()}
+    branches = collect_branches(specs)
+    for n, spec in specs.items():
+        ds = []
+        for p in spec.params:
+            is_node = p.source in specs
+            if p.alternatives or p.optional:
+                for s in p.alternatives or (p.source,):
+                    if s not in specs:
+                        raise UnknownNodeError(s, specs, role=f"node {n!r}: inputs[{p.name!r}] names")
+            if n in (p.alternatives or (p.source,)) and is_node:
+                raise CycleError([n, n])
+            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
+            if not is_node:
+                (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
+        deps[n] = tuple(ds)
+        ups = [a for d in ds if d.is_node for a in (d.alternatives or (d.source,))]
+        if spec.branch is not None:
+            ups.insert(0, spec.branch[0])
+        handled = spec.options.get("on_failure_of")
+        if handled is not None:  # a failure handler runs after the node it handles, input or not
+            if handled not in specs:
+                raise UnknownNodeError(handled, specs, role=f"node {n!r}: on_failure_of")
+            if handled == n:
+                raise CycleError([n, n])
+            ups.append(handled)
+        upstream[n] = tuple(dict.fromkeys(ups))
+    downstream: dict[str, list[str]] = {n: [] for n in order}
+    for n in order:
+        for u in upstream[n]:
+            downstream[u].append(n)
+
+    # Kahn's algorithm, ties broken by definition order so runs and drawings are deterministic.
+    indegree = {n: len(upstream[n]) for n in order}
+    heap = [position[n] for n in order if indegree[n] == 0]
+    heapq.heapify(heap)
+    topo: list[str] = []
+    while heap:
+        n = order[heapq.heappop(heap)]
+        topo.append(n)
+        for d in downstream[n]:
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                heapq.heappush(heap, position[d])
+    if len(topo) != len(order):
+        raise CycleError(find_cycle(upstream, [n for n in order if indegree[n] > 0]))
+
+    nodes: dict[str, GNode] = {}
+    hints = {n: hints_of(specs[n].func) if specs[n].flow is None else {} for n in topo} if validate else {}
+    for n in topo:
+        spec = specs[n]
+        checks: list[tuple[str, Validator]] = []
+        check_return = None
+        if validate:
+            for p in spec.params:
+                hint = hints[n].get(p.name)
+                # A value from a node whose return hint is the same was validated on the way out.
+                if p.source in specs and "return" in hints[p.source] and hints[p.source]["return"] == hint:
+                    continue
+                if p.optional or p.alternatives or (spec.map is not None and p.name == spec.map.over):
+                    continue  # MISSING, a merge or one item of a list: checked by the function's own hint
+                v = make_validator(hint, n, p.name)
+                if v is not None:
+                    checks.append((p.name, v))
+            check_return = make_validator(hints[n].get("return"), n, "return")
+        nodes[n] = GNode(
+            spec=spec,
+            deps=deps[n],
+            upstream=upstream[n],
+            downstream=tuple(sorted(downstream[n], key=position.__getitem__)),
+            checks=tuple(checks),
+            check_return=check_return,
+            simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
+            branches=branches.get(n, ()),
+            plain=spec.plain,
+        )
+    names = sorted(set(inputs_req) | set(inputs_opt))
+    inputs = {i: InputInfo(i, tuple(inputs_req.get(i, ())), tuple(inputs_opt.get(i, ()))) for i in names}
+    return Graph(name=name, nodes=nodes, inputs=inputs)
+
+
+def collect_branches(specs: Mapping[str, NodeSpec]) -> dict[str, tuple[str, ...]]:
+    """Each router's branch names; check every ``branch=`` names a router and one of its branches."""
+    used: dict[str, list[str]] = {}
+    for n, spec in specs.items():
+        if spec.branch is None:
+            continue
+        router, branch = spec.branch
+        if router not in specs:
+            raise UnknownNodeError(router, specs, role=f"node {n!r}: branch router")
+        if specs[router].router is None:
+            raise GraphError(
+                f"node {n!r} follows branch {branch!r} of {router!r}, but {router!r} is not a router; "
+                f"declare it with @flow.router"
+            )
+        used.setdefault(router, []).append(branch)
+    out: dict[str, tuple[str, ...]] = {}
+    for n, spec in specs.items():
+        if spec.router is None:
+            continue
+        declared = spec.router.branches
+        names = tuple(dict.fromkeys(used.get(n, [])))
+        if declared is not None:
+            unknown = [b for b in names if b not in declared]
+            if unknown:
+                raise GraphError(
+                    f"router {n!r} has no branch {unknown[0]!r}{_suggest(unknown[0], declared)}; "
+                    f"its branches are {', '.join(declared)} (add it to @flow.router(branches=...))"
+                )
+            names = tuple(declared)
+        out[n] = names
+    return out
+
+
+def with_subflow_params(spec: NodeSpec) -> NodeSpec:
+    """A sub-flow node's parameters are the sub-flow's current inputs (it may have been edited)."""
+    if spec.flow is None:
+        return spec
+    from dataclasses import replace
+
+    from nbflow._dsl.spec import wire_params
+
+    child: Any = spec.flow
+    declared = [
+        (name, MISSING if info.required_by else SUBFLOW_DEFAULT, inspect.Parameter.empty)
+        for name, info in child.graph.inputs.items()
+    ]
+    params = wire_params(spec.name, declared, spec.options.get("inputs"), f"sub-flow {child.name!r}")
+    return replace(spec, params=params)
+
+
+def validate_inputs(graph: Graph, plan: Plan, inputs: Mapping[str, Any]) -> None:
+    """Check the caller's inputs against every consuming node's hint, before anything runs."""
+    planned = set(plan.nodes) - plan.overridden
+    for name, value in inputs.items():
+        for node in graph.inputs[name].consumers:
+            if node not in planned:
+                continue
+            g = graph.nodes[node]
+            for param, check in g.checks:
+                if any(d.param == param and d.source == name and not d.is_node for d in g.deps):
+                    check(value)

@@ -1,0 +1,81 @@
+"""Type-hint validation with pydantic: adapters are built once per hint and cached."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from nbflow._core.errors import TypeValidationError
+
+__all__ = ["Validator", "hints_of", "make_validator"]
+
+Validator = Callable[[Any], Any]
+
+_NO_CHECK = {inspect.Parameter.empty, Any, object, None.__class__}
+
+
+def hints_of(func: Callable[..., Any]) -> dict[str, Any]:
+    """The function's resolved type hints; unresolvable ones (forward refs) are left out."""
+    try:
+        return typing.get_type_hints(func)
+    except Exception:
+        # A hint naming a class defined later in the notebook: validate what can be resolved.
+        hints = {}
+        for name, ann in getattr(func, "__annotations__", {}).items():
+            if not isinstance(ann, str):
+                hints[name] = ann
+        return hints
+
+
+def hint_text(hint: Any) -> str:
+    if isinstance(hint, type):
+        return hint.__qualname__
+    return repr(hint).replace("typing.", "")
+
+
+@lru_cache(maxsize=1024)
+def _adapter(hint: Any) -> Any:
+    from pydantic import ConfigDict, TypeAdapter
+
+    try:
+        return TypeAdapter(hint, config=ConfigDict(arbitrary_types_allowed=True))
+    except Exception:
+        try:
+            return TypeAdapter(hint)  # BaseModel / dataclass hints refuse a config
+        except Exception:
+            return None
+
+
+def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
+    """A function that returns the validated value or raises TypeValidationError; None: nothing to check."""
+    if hint in _NO_CHECK or hint is None:
+        return None
+    try:
+        adapter = _adapter(hint)
+    except TypeError:  # unhashable hint
+        adapter = None
+    if adapter is None:
+        return None
+    # The core validator directly: TypeAdapter.validate_python adds a wrapper layer per call.
+    validate = getattr(adapter, "validator", adapter).validate_python
+    expected = hint_text(hint)
+
+    def check(value: Any) -> Any:
+        try:
+            return validate(value)
+        except Exception as exc:
+            errors = getattr(exc, "errors", None)
+            detail = ""
+            if callable(errors):
+                try:
+                    first = errors()[0]
+                    loc = ".".join(str(x) for x in first.get("loc", ()))
+                    detail = f"{loc + ': ' if loc else ''}{first.get('msg', '')}"
+                except Exception:
+                    detail = ""
+            raise TypeValidationError(node, parameter, expected, value, detail) from None
+
+    return check

@@ -1,0 +1,1 @@
+"""nbflow._record: see CONTRIBUTING.md for the layers."""

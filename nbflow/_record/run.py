@@ -1,0 +1,457 @@
+"""What a run produced: the Run record, one NodeRecord per node, and the event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nbflow._core import present
+from nbflow._core.errors import (
+    NbflowError,
+    NbflowWarning,
+    NodeOutputError,
+    ResumeConflictError,
+    RunFailedError,
+    UnknownNodeError,
+)
+from nbflow._core.events import Event, RunFinished, RunPaused
+from nbflow._core.missing import MISSING
+from nbflow._core.question import Question
+from nbflow._core.registry import flow_of
+from nbflow._core.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbflow._graph.graph import Graph
+
+__all__ = ["Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
+
+Subscriber = Callable[[Event], object]
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One try at running a node. ``delay``: seconds waited after it before the next try (None: last)."""
+
+    number: int
+    started_at: float
+    finished_at: float | None = None
+    error: BaseException | None = None
+    delay: float | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+class ItemRecord:
+    """One item of a map node: its status, output or error, and times (``run`` for a sub-flow)."""
+
+    __slots__ = ("error", "finished_at", "index", "output", "run", "started_at", "status", "traceback")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.status = NodeStatus.PENDING
+        self.output: Any = MISSING
+        self.error: BaseException | None = None
+        self.traceback: str | None = None
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.run: Run | None = None
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def __repr__(self) -> str:
+        what = f" error={type(self.error).__name__}" if self.error is not None else ""
+        return f"<ItemRecord {self.index} {self.status.name}{what}>"
+
+
+@dataclass(slots=True)
+class Iteration:
+    """One pass of a loop node."""
+
+    index: int
+    started_at: float
+    finished_at: float | None = None
+    output: Any = MISSING
+    error: BaseException | None = None
+    run: Run | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+class NodeRecord:
+    """What happened to one node in one run.
+
+    ``output`` is ``nbflow.MISSING`` unless the node succeeded; ``error`` and ``traceback`` are set
+    when it failed; ``skip_reason`` says why it was skipped or cancelled. Times are epoch seconds.
+    ``attempts`` lists every try; ``recovered`` is True when the node failed and
+    ``on_error=nf.Default(...)`` supplied its output (it is then SUCCEEDED and keeps ``error``).
+    ``cached`` is True when the output came from the node cache (SUCCEEDED, no attempts, duration 0);
+    ``cache_key`` is the key a cached node was looked up under (docs/caching.md).
+    """
+
+    __slots__ = (
+        "_cache_id",
+        "attempts",
+        "cache_key",
+        "cached",
+        "capped",
+        "error",
+        "finished_at",
+        "inputs",
+        "items",
+        "iterations",
+        "name",
+        "output",
+        "overridden",
+        "recovered",
+        "skip_reason",
+        "started_at",
+        "status",
+        "subrun",
+        "traceback",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.status = NodeStatus.PENDING
+        self.output: Any = MISSING
+        self.error: BaseException | None = None
+        self.traceback: str | None = None
+        self.attempts: list[Attempt] = []
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.skip_reason: str | None = None
+        self.inputs: Mapping[str, Any] = {}
+        self.overridden = False
+        self.items: list[ItemRecord] | None = None  # a map: one record per item
+        self.iterations: list[Iteration] | None = None  # a loop: one record per iteration
+        self.capped = False  # a loop that stopped at max_iterations
+        self.subrun: Run | None = None  # a sub-flow: its own run record
+        self.recovered = False
+        self.cached = False  # the output came from the node cache; the node did not run
+        self.cache_key: str | None = None  # the key the cache looked this node up under
+        self._cache_id: str | None = None  # what identifies this output in downstream keys
+
+    def _to(self, new: NodeStatus) -> None:
+        if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
+            check_node_transition(self.name, self.status, new)
+        self.status = new
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
+
+    @property
+    def error_message(self) -> str | None:
+        return None if self.error is None else str(self.error)
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.status is NodeStatus.SUCCEEDED:
+            extra = f" output={_short(self.output)}"
+            if self.recovered and self.error is not None:
+                extra += f" recovered from {self.error_type}: {_short_text(str(self.error))}"
+        elif self.error is not None:
+            extra = f" error={self.error_type}: {_short_text(str(self.error))}"
+        elif self.skip_reason:
+            extra = f" reason={self.skip_reason!r}"
+        dur = f" {self.duration * 1000:.1f}ms" if self.duration is not None else ""
+        if len(self.attempts) > 1:
+            dur += f" attempts={len(self.attempts)}"
+        if self.cached:
+            dur += " cached"
+        return f"<NodeRecord {self.name!r} {self.status.name}{dur}{extra}>"
+
+
+class Run:
+    """The record of one run of a flow. Live while it runs; complete once ``status.finished``."""
+
+    def __init__(self, flow: str, run_id: str, inputs: Mapping[str, Any], nodes: Iterator[str] | Any) -> None:
+        self.flow = flow
+        self.run_id = run_id
+        self.inputs = dict(inputs)
+        self.status = RunStatus.PENDING
+        self.nodes: dict[str, NodeRecord] = {n: NodeRecord(n) for n in nodes}
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.graph: Graph | None = None
+        self.reason: str | None = None  # why nbflow itself cancelled the run (e.g. its deadline)
+        self._subscribers: list[Subscriber] = []
+        # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
+        self.pending: dict[str, Question] = {}
+        """Open questions of paused nodes, by key (``node#n``)."""
+        self.answers: dict[str, Any] = {}
+        """Answers given so far, by question key."""
+        self._ask_counts: dict[tuple[str, int], int] = {}
+        self.pause_version = 0
+        """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
+        self.targets: tuple[str, ...] | None = None
+        self._root_ref: Run | None = None  # see _root
+        self._path = ""
+        self._pause_requested = False
+        self._resume_lock = threading.Lock()
+        self._flow: Any = None
+        self.store: Any = None
+        """The checkpoint store this run is written to, if any."""
+
+    # Runs are pickled into checkpoints (sub-flow runs): leave out what belongs to this process.
+    _TRANSIENT = ("_subscribers", "_resume_lock", "_flow", "graph", "store", "_root_ref")
+
+    @property
+    def _root(self) -> Run:
+        """The top-level run (this one, unless it is a sub-flow's run).
+
+        Stored as None for a top-level run: a reference to itself would make every Run a reference
+        cycle, freed only by the cyclic GC (measured: +50% time and memory over a 10,000-row batch).
+        """
+        return self if self._root_ref is None else self._root_ref
+
+    @_root.setter
+    def _root(self, value: Run) -> None:
+        self._root_ref = None if value is self else value
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._subscribers = []
+        self._resume_lock = threading.Lock()
+        self._flow = self.graph = self.store = None
+        self._root = self
+
+    # --- state, used by the engine -------------------------------------------------------------
+    def _to(self, new: RunStatus) -> None:
+        check_run_transition(self.run_id, self.status, new)
+        self.status = new
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(event)`` for every later event of this run; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _emit(self, event: Event) -> None:
+        for callback in tuple(self._subscribers):
+            try:
+                callback(event)
+            except Exception as exc:  # a broken subscriber must never break the run
+                self._subscribers.remove(callback)
+                warnings.warn(
+                    f"run {self.run_id}: event subscriber {callback!r} raised {type(exc).__name__}: {exc}; "
+                    f"it was unsubscribed",
+                    NbflowWarning,
+                    stacklevel=2,
+                )
+
+    def events(self) -> AsyncIterator[Event]:
+        """Iterate over this run's events from now on, until it finishes (``async for ev in run.events()``)."""
+        return _EventStream(self)
+
+    # --- reading ---------------------------------------------------------------------------------
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.finished_at if self.finished_at is not None else time.time()
+        return end - self.started_at
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Outputs of the nodes that succeeded, by node name (in topological order)."""
+        return {n: r.output for n, r in self.nodes.items() if r.status is NodeStatus.SUCCEEDED}
+
+    @property
+    def errors(self) -> dict[str, BaseException]:
+        return {n: r.error for n, r in self.nodes.items() if r.error is not None}
+
+    def counts(self) -> dict[str, int]:
+        """How many nodes are in each state."""
+        out: dict[str, int] = {}
+        for r in self.nodes.values():
+            out[r.status.value] = out.get(r.status.value, 0) + 1
+        return out
+
+    def record(self, path: str) -> NodeRecord:
+        """The record of ``path``: a node name, or ``"subflow.node"`` for a node inside a sub-flow."""
+        head, _, rest = path.partition(".")
+        try:
+            rec = self.nodes[head]
+        except KeyError:
+            raise UnknownNodeError(head, self.nodes) from None
+        if not rest:
+            return rec
+        if rec.subrun is None:
+            raise NodeOutputError(f"node {head!r} is not a sub-flow that ran, so {path!r} has no record")
+        return rec.subrun.record(rest)
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, NodeRecord]]:
+        """Every node record with its path, sub-flow nodes after their sub-flow node."""
+        for name, rec in self.nodes.items():
+            yield prefix + name, rec
+            if rec.subrun is not None:
+                yield from rec.subrun.walk(f"{prefix}{name}.")
+
+    def __getitem__(self, node: str) -> Any:
+        """The output of ``node`` (or ``"subflow.node"``); NodeOutputError if it produced none."""
+        rec = self.record(node)
+        if rec.status is not NodeStatus.SUCCEEDED:
+            why = ""
+            if rec.error is not None:
+                why = f": {type(rec.error).__name__}: {rec.error}"
+            elif rec.skip_reason:
+                why = f" ({rec.skip_reason})"
+            raise NodeOutputError(
+                f"node {node!r} has no output: it is {rec.status.name}{why}; see run.nodes[{node!r}] for its record"
+            )
+        return rec.output
+
+    def __contains__(self, node: object) -> bool:
+        try:
+            return isinstance(node, str) and self.record(node).status is NodeStatus.SUCCEEDED
+        except NbflowError:
+            return False
+
+    def raise_for_status(self) -> Run:
+        """Return the run if it succeeded; else raise RunFailedError (first node error as the cause)."""
+        if self.status is RunStatus.SUCCEEDED:
+            return self
+        failed = [r for r in self.nodes.values() if r.status is NodeStatus.FAILED]
+        if failed:
+            listed = "; ".join(f"{r.name!r}: {r.error_type}: {_short_text(str(r.error))}" for r in failed)
+            msg = f"run {self.run_id} of flow {self.flow!r} is {self.status.name}; failed nodes: {listed}"
+            raise RunFailedError(msg, self) from failed[0].error
+        why = f" ({self.reason})" if self.reason else ""
+        raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}{why}", self)
+
+    # --- pause and resume ------------------------------------------------------------------------
+    def pause(self) -> None:
+        """Ask a running run to pause: nodes in flight finish, no new node starts, then it is PAUSED."""
+        if self.status is not RunStatus.RUNNING:
+            raise ResumeConflictError(f"run {self.run_id} is {self.status.name}; only a RUNNING run can be paused")
+        self._pause_requested = True
+
+    async def aresume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+        """Answer a pending question (if any) and continue the paused run on this loop.
+
+        With several open questions, name the one answered with ``question=`` (a key of
+        ``run.pending``). ``version`` (``run.pause_version``) guards against resuming a pause that
+        was already resumed. Raises ResumeConflictError (nothing changed) if the run is not paused or
+        the question was already answered, AnswerError if the answer does not fit.
+        """
+        return await flow_of(self)._aresume_run(self, answer, question, version)
+
+    def resume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+        """Like ``aresume`` but blocking (works in a script and in a notebook cell)."""
+        return flow_of(self)._resume_run(self, answer, question, version)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per node: status, output, error, attempts, times, skip reason."""
+        import pandas as pd
+
+        rows = []
+        for path, r in self.walk():
+            rows.append(
+                {
+                    "node": path,
+                    "status": r.status.value,
+                    "output": r.output if r.status is NodeStatus.SUCCEEDED else None,
+                    "error_type": r.error_type,
+                    "error_message": r.error_message,
+                    "attempts": len(r.attempts),
+                    "recovered": r.recovered,
+                    "cached": r.cached,
+                    "started_at": pd.to_datetime(r.started_at, unit="s") if r.started_at else pd.NaT,
+                    "duration_s": r.duration,
+                    "reason": r.skip_reason,
+                }
+            )
+        return pd.DataFrame(rows).set_index("node")
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
+        dur = f" in {self.duration:.3f}s" if self.duration is not None else ""
+        why = f" reason={self.reason!r}" if self.reason else ""
+        return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts}){why}>"
+
+    def summary(self) -> str:
+        """A readable multi-line text: one line per node."""
+        lines = [repr(self)]
+        for r in self.nodes.values():
+            lines.append("  " + repr(r)[len("<NodeRecord ") : -1])
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.summary())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        shown = present.bundle(self, None, include, exclude)  # installed by the notebook layer
+        return shown if shown is not None else {"text/plain": self.summary()}
+
+
+class _EventStream:
+    """An async iterator over a run's events; safe when the run executes in another thread."""
+
+    def __init__(self, run: Run) -> None:
+        self._queue: deque[Event] = deque()
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._thread = threading.get_ident()
+        self._closed = run.status.finished
+        self._unsubscribe = run.subscribe(self._push)
+
+    def _push(self, event: Event) -> None:
+        self._queue.append(event)
+        if threading.get_ident() == self._thread:
+            self._wake.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def __aiter__(self) -> _EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._queue:
+            if self._closed:
+                self._unsubscribe()
+                raise StopAsyncIteration
+            self._wake.clear()
+            await self._wake.wait()
+        event = self._queue.popleft()
+        if isinstance(event, RunFinished | RunPaused):
+            self._closed = True
+        return event
+
+
+def _short_text(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any) -> str:
+    return _short_text(repr(value), 60)

@@ -1,0 +1,1 @@
+"""nbflow._show: see CONTRIBUTING.md for the layers."""

@@ -1,0 +1,225 @@
+"""Drawing a flow or a run: a Graphviz digraph (SVG in notebooks) and a plain-text fallback."""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from nbflow._core.errors import NbflowWarning
+from nbflow._core.states import NodeStatus
+
+if TYPE_CHECKING:
+    import graphviz
+
+    from nbflow._graph.graph import Graph
+    from nbflow._record.run import Run
+
+__all__ = ["STATE_COLORS", "mimebundle", "text_graph", "to_dot"]
+
+# fill, border: readable on light and dark themes; failed must stand out.
+STATE_COLORS: dict[NodeStatus, tuple[str, str]] = {
+    NodeStatus.PENDING: ("#f2f2f2", "#9e9e9e"),
+    NodeStatus.RUNNING: ("#fff3bf", "#f08c00"),
+    NodeStatus.PAUSED: ("#e5dbff", "#7048e8"),
+    NodeStatus.SUCCEEDED: ("#d3f9d8", "#2b8a3e"),
+    NodeStatus.FAILED: ("#ffc9c9", "#c92a2a"),
+    NodeStatus.SKIPPED: ("#e9ecef", "#adb5bd"),
+    NodeStatus.CANCELLED: ("#ffe8cc", "#d9480f"),
+}
+_INPUT_COLOR = ("#e7f5ff", "#1971c2")
+
+_warned = False
+
+
+def has_dot() -> bool:
+    import shutil  # here, not at import: shutil pulls in bz2/lzma (~8 ms of `import nbflow`)
+
+    return shutil.which("dot") is not None
+
+
+def node_id(name: str) -> str:
+    return f"node-{name}"
+
+
+def input_id(name: str) -> str:
+    return f"input__{name}"
+
+
+def to_dot(graph: Graph, run: Run | None = None) -> graphviz.Digraph:
+    """The graph as a ``graphviz.Digraph``; with ``run``, nodes are coloured by their state."""
+    import graphviz
+
+    dot = graphviz.Digraph(graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "bgcolor": "transparent"})
+    dot.attr("node", fontname="Helvetica", fontsize="11")
+    dot.attr("edge", fontname="Helvetica", fontsize="9", color="#868e96")
+    if graph.inputs:
+        with dot.subgraph(name="cluster_inputs") as inputs:
+            inputs.attr(label="inputs", style="dashed", color="#adb5bd", fontcolor="#868e96", fontsize="10")
+            for name in graph.inputs:
+                fill, line = _INPUT_COLOR
+                inputs.node(
+                    input_id(name),
+                    name,
+                    shape="ellipse",
+                    style="filled",
+                    fillcolor=fill,
+                    color=line,
+                    id=f"input-{name}",
+                    **{"class": "nbflow-input"},
+                )
+    edges: list[tuple[str, str, dict[str, str]]] = []
+    _draw_nodes(dot, edges, graph, run, "", {})
+    for src, dst, attrs in edges:  # at the top level: an edge inside a cluster would pull its ends in
+        dot.edge(src, dst, **attrs)
+    return dot
+
+
+def _draw_nodes(
+    dot: Any,
+    edges: list[tuple[str, str, dict[str, str]]],
+    graph: Graph,
+    run: Run | None,
+    prefix: str,
+    feeds: dict[str, tuple[str, str]],
+) -> None:
+    """Nodes and edges of ``graph``; sub-flows are drawn as clusters of their own nodes.
+
+    ``feeds`` maps a sub-flow's input names to the parent's (source id, edge label).
+    """
+    for name, g in graph.nodes.items():
+        rec = run.nodes.get(name) if run is not None else None
+        status = rec.status if rec is not None else NodeStatus.PENDING
+        fill, line = STATE_COLORS[status]
+        spec = g.spec
+        title = name
+        if spec.map is not None:
+            title += f"\n[map over {spec.map.over}]"
+        elif spec.loop is not None:
+            title += f"\n[loop on {spec.loop.feed}]"
+        label = title if run is None else f"{title}\n{status.value}"
+        if rec is not None:
+            label += f" ×{len(rec.attempts)}" if len(rec.attempts) > 1 else ""  # retries show in the picture
+            label += " (recovered)" if rec.recovered else ""
+            label += " (cached)" if rec.cached else ""
+        tooltip = (spec.doc.splitlines() or [name])[0]
+        if rec is not None:
+            if rec.error is not None:
+                tooltip = f"{type(rec.error).__name__}: {rec.error}"[:200]
+            elif rec.skip_reason:
+                tooltip = rec.skip_reason
+        attrs = dict(
+            shape="hexagon" if spec.router is not None else "box3d" if spec.map is not None else "box",
+            style="rounded,filled" if spec.router is None else "filled",
+            fillcolor=fill if run is not None else "#ffffff",
+            color=line if run is not None else "#495057",
+            penwidth="2" if status is NodeStatus.FAILED else "1",
+            tooltip=tooltip,
+            id=node_id(prefix + name),
+            **{"class": f"nbflow-node nbflow-{status.value}"},
+        )
+        here = prefix + name
+        if spec.flow is not None:
+            with dot.subgraph(name=f"cluster_{here}") as cluster:
+                cluster.attr(
+                    label=f"sub-flow {spec.flow.name!r}",
+                    style="rounded,dashed",
+                    color="#868e96",
+                    fontsize="10",
+                    fontcolor="#495057",
+                )
+                cluster.node(here, label, **attrs)
+                child = spec.flow.graph
+                sub = rec.subrun if rec is not None else None
+                inner = {}
+                for dep in g.deps:
+                    src = prefix + dep.source if dep.is_node else (input_id(dep.source) if not prefix else None)
+                    if src is None and dep.source in feeds:
+                        src = feeds[dep.source][0]
+                    if src is not None:
+                        inner[dep.param] = (src, "" if dep.param == dep.source else dep.param)
+                _draw_nodes(cluster, edges, child, sub, here + ".", inner)
+                for leaf, lg in child.nodes.items():
+                    if spec.output in (None, leaf) and not lg.downstream:
+                        edges.append((f"{here}.{leaf}", here, {"style": "dotted", "arrowhead": "none"}))
+        else:
+            dot.node(here, label, **attrs)
+        if spec.branch is not None:
+            router, branch = spec.branch
+            edges.append(
+                (prefix + router, here, {"label": branch, "style": "bold", "color": "#7048e8", "fontcolor": "#7048e8"})
+            )
+        handled = spec.options.get("on_failure_of")
+        if handled is not None:  # the fail branch: one red edge, whether or not it takes the error
+            edges.append(
+                (
+                    prefix + handled,
+                    here,
+                    {"label": "on failure", "style": "dashed", "color": "#c92a2a", "fontcolor": "#c92a2a"},
+                )
+            )
+        for dep in [] if spec.flow is not None else g.deps:  # a sub-flow's inputs go to its inner nodes
+            if dep.is_node and dep.source == handled:
+                continue
+            if dep.alternatives:
+                for alt in dep.alternatives:
+                    edges.append((prefix + alt, here, {"label": f"{dep.param} (first of)", "style": "dashed"}))
+                continue
+            label = "" if dep.param == dep.source else dep.param
+            if dep.optional:
+                label = f"{dep.param}?"
+            if dep.is_node:
+                edges.append(
+                    (prefix + dep.source, here, {"label": label, "style": "dotted" if dep.optional else "solid"})
+                )
+            elif not prefix:
+                edges.append((input_id(dep.source), here, {"label": label, "style": "dashed"}))
+            elif dep.source in feeds:
+                src, outer_label = feeds[dep.source]
+                edges.append((src, here, {"label": outer_label or label, "style": "solid"}))
+
+
+def text_graph(graph: Graph, run: Run | None = None) -> str:
+    """A readable text drawing: one line per node with what feeds it (and its state)."""
+    lines = [f"flow {graph.name!r}: {len(graph.nodes)} nodes, inputs: {', '.join(graph.inputs) or '(none)'}"]
+    for name, g in graph.nodes.items():
+        handled = g.spec.options.get("on_failure_of")
+        feeds = [d.source if d.is_node else f"<{d.source}>" for d in g.deps if not (d.is_node and d.source == handled)]
+        if handled is not None:
+            feeds.insert(0, f"{handled} (on failure)")
+        state = ""
+        if run is not None and name in run.nodes:
+            rec = run.nodes[name]
+            state = f"  [{rec.status.value}{', cached' if rec.cached else ''}]"
+        arrow = f" <- {', '.join(feeds)}" if feeds else ""
+        lines.append(f"  {name}{arrow}{state}")
+    return "\n".join(lines)
+
+
+def render_svg(graph: Graph, run: Run | None = None) -> str | None:
+    """SVG text, or None (after one warning) when Graphviz's ``dot`` is not installed."""
+    global _warned
+    if not has_dot():
+        if not _warned:
+            _warned = True
+            warnings.warn(
+                "Graphviz's 'dot' program is not installed, so graphs are shown as text; install it with "
+                "'apt-get install graphviz' (Debian/Ubuntu), 'brew install graphviz' or 'conda install graphviz'",
+                NbflowWarning,
+                stacklevel=3,
+            )
+        return None
+    try:
+        return to_dot(graph, run).pipe(format="svg", encoding="utf-8")
+    except Exception as exc:  # a broken Graphviz must not break the notebook
+        warnings.warn(f"Graphviz failed to render the graph ({exc}); showing text", NbflowWarning, stacklevel=3)
+        return None
+
+
+def mimebundle(graph: Graph | None, run: Run | None = None, text: str | None = None) -> dict[str, Any]:
+    if graph is None:
+        return {"text/plain": text or ""}
+    bundle: dict[str, Any] = {"text/plain": text if text is not None else text_graph(graph, run)}
+    svg = render_svg(graph, run)
+    if svg is not None:
+        bundle["image/svg+xml"] = svg
+    return bundle

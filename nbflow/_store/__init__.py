@@ -1,0 +1,1 @@
+"""nbflow._store: see CONTRIBUTING.md for the layers."""

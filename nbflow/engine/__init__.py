@@ -1,1 +1,0 @@
-"""The engine: schedules nodes on anyio/asyncio, enforces states, publishes events. No UI imports."""
