@@ -430,7 +430,8 @@ def remember_source(store: str, flow_name: str, source: str) -> None:
 
 def recall_source(store: str, flow_name: str) -> str | None:
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5.0)) as db:
+        uri = Path(store).resolve().as_uri() + "?mode=ro"  # read only: never creates or changes the file
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5.0)) as db:
             row = db.execute("SELECT value FROM nbflow_meta WHERE key = ?", (f"cli_source:{flow_name}",)).fetchone()
     except sqlite3.Error:
         return None
