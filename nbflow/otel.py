@@ -130,7 +130,7 @@ def row_attacher(
 
     def attach_row(run: Run, case: Any) -> None:
         row = case.row
-        texts = secret_texts({k: v for k, v in row.items() if k in secret or is_secret_name(k)})
+        texts = secret_texts(row) + tuple(str(row[k]) for k in secret if isinstance(row.get(k), str))
         variant = {k: (SCRUBBED if k in secret or is_secret_name(k) else row.get(k)) for k in grid_keys}
         extra: dict[str, Any] = {"nbflow.batch.row": case.index}
         if batch_id is not None:

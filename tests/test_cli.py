@@ -239,7 +239,7 @@ def test_sigint_mid_batch_keeps_finished_rows_then_resume_runs_only_the_rest(pro
         project / "cases.jsonl", orient="records", lines=True
     )
     log = project / "calls.log"
-    env = {**os.environ, "NO_COLOR": "1", "NBFLOW_TEST_LOG": str(log), "NBFLOW_TEST_SLEEP": "0.3"}
+    env = {**os.environ, "NO_COLOR": "1", "NBFLOW_TEST_LOG": str(log), "NBFLOW_TEST_SLEEP": "0.5"}
     args = [
         sys.executable,
         "-m",

@@ -316,10 +316,13 @@ def test_secrets_never_reach_an_attribute(provider: TracerProvider, exporter: In
     assert "use key ***?" in said
 
     exporter.clear()
-    rows = [{"client": nf.Secret(SECRET), "api_key": "k-1234"}]
-    flow.batch(rows, grid={"auth_token": ["tok-5678"]}, trace=provider, progress=False)
+    rows = [{"client": nf.Secret(SECRET), "api_key": "k-1234", "note": nf.Secret("carried-5678")}]
+    flow.batch(
+        rows, grid={"auth_token": ["tok-5678"], "label": [nf.Secret("variant-9012")]}, trace=provider, progress=False
+    )
     said = "\n".join(everything_said(s) for s in exporter.get_finished_spans())
     assert SECRET not in said and "k-1234" not in said and "tok-5678" not in said
+    assert "variant-9012" not in said and "label=***" in said
     assert "nbflow.batch.variant.auth_token" in {k for s in exporter.get_finished_spans() for k in s.attributes}
 
 
