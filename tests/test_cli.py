@@ -329,7 +329,10 @@ def test_the_progress_bar_on_a_terminal(project: Path) -> None:
             "flows defines 2 flows (flows:flow, flows:other); name one as PATH:FLOW",
         ),
         (("run", "flows:flow", "-i", "question"), "--input 'question': expected NAME=VALUE"),
-        (("run", "flows:flow", "-i", "k=3"), "missing required input: 'question'"),
+        (
+            ("run", "flows:flow", "-i", "k=3"),
+            "missing required input: 'question' (needed by 'retrieve', 'answer'). Pass --input question=..., or give",
+        ),
         (("run", "flows:flow", "-i", "question=x", "-i", "k=many"), "node 'retrieve', parameter 'k', got 'many'"),
         (("run", "flows:flow", "-i", "question:={bad"), "input 'question': not valid JSON"),
         (
