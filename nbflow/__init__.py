@@ -1,5 +1,6 @@
 """nbflow: notebook-native workflows. Decorate functions as nodes, run them in the kernel's loop."""
 
+from nbflow._batch.explore import explore as explore
 from nbflow._batch.summary import summarize as summarize
 from nbflow._core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
 from nbflow._core.clock import Clock as Clock
@@ -21,6 +22,7 @@ from nbflow._core.errors import NbflowError as NbflowError
 from nbflow._core.errors import NbflowWarning as NbflowWarning
 from nbflow._core.errors import NodeOutputError as NodeOutputError
 from nbflow._core.errors import NodeTimeoutError as NodeTimeoutError
+from nbflow._core.errors import ResourceError as ResourceError
 from nbflow._core.errors import ResumeConflictError as ResumeConflictError
 from nbflow._core.errors import RoutingError as RoutingError
 from nbflow._core.errors import RunFailedError as RunFailedError
@@ -50,6 +52,7 @@ from nbflow._core.missing import Missing as Missing
 from nbflow._core.question import Question as Question
 from nbflow._core.secrets import REDACTED as REDACTED
 from nbflow._core.secrets import Secret as Secret
+from nbflow._core.secrets import env as env
 from nbflow._core.states import NodeStatus as NodeStatus
 from nbflow._core.states import RunStatus as RunStatus
 from nbflow._dsl.control import FirstOf as FirstOf
@@ -133,6 +136,7 @@ __all__ = [
     "NodeTimeoutError",
     "NodeUsage",
     "Question",
+    "ResourceError",
     "ResumeConflictError",
     "Retry",
     "RoutingError",
@@ -156,6 +160,8 @@ __all__ = [
     "UnknownNodeError",
     "ask",
     "config",
+    "env",
+    "explore",
     "first_of",
     "is_transient",
     "load_run",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import NbflowError
-from nbflow._core.secrets import SCRUBBED, Secret, is_secret_name, scrub
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, env, is_secret_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -242,7 +242,7 @@ def assignments(flow: Flow, items: Iterable[str], what: str = "--input") -> dict
 
 def _safe(item: str) -> str:
     name, sep, _ = item.partition("=")
-    return f"{name}=***" if sep and is_secret_name(name.rstrip(":")) else item
+    return f"{name}=..." if sep and is_secret_name(name.rstrip(":")) else item
 
 
 def _secret(name: str, value: Any) -> Any:
@@ -273,7 +273,7 @@ def env_secrets(items: Iterable[str]) -> dict[str, Secret]:
             raise CliError(f"--secret {item!r}: expected INPUT=ENV_VAR (the input's value is read from ENV_VAR)")
         if var not in os.environ:
             raise CliError(f"--secret {item!r}: environment variable {var!r} is not set")
-        out[name] = Secret(os.environ[var])
+        out[name] = env(var)
     return out
 
 
@@ -362,7 +362,7 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def write_results(frame: pd.DataFrame, path: str, secrets: Iterable[str]) -> int:
+def write_results(frame: pd.DataFrame, path: str, redact: Redactor) -> int:
     """Write the batch result (secret columns masked, secret texts scrubbed) atomically; returns rows written.
 
     Parquet and CSV hold nested values (dicts, lists, models) as JSON text; JSONL keeps them nested.
@@ -371,17 +371,16 @@ def write_results(frame: pd.DataFrame, path: str, secrets: Iterable[str]) -> int
 
     out_path = Path(path).expanduser()
     suffix = out_path.suffix.lower()
-    texts = tuple(secrets)
 
     def clean(value: Any) -> Any:
         if isinstance(value, Secret):
-            return SCRUBBED
+            return REDACTED_TEXT
         value = _plain(value)
         if isinstance(value, str):
-            return scrub(value, texts) if texts else value
+            return redact(value)
         if isinstance(value, dict | list):
             text = json.dumps(value, default=repr)
-            text = scrub(text, texts) if texts else text
+            text = redact(text)
             return json.loads(text) if suffix == ".jsonl" else text
         return value
 
@@ -389,7 +388,7 @@ def write_results(frame: pd.DataFrame, path: str, secrets: Iterable[str]) -> int
     frame.attrs = {}
     for col in frame.columns:
         if is_secret_name(str(col)):
-            frame[col] = SCRUBBED
+            frame[col] = REDACTED_TEXT
         elif not (pd.api.types.is_numeric_dtype(frame[col]) or pd.api.types.is_datetime64_any_dtype(frame[col])):
             values = [clean(v) for v in frame[col]]
             kinds = {str if isinstance(v, str) else float if isinstance(v, int | float) else type(v) for v in values}

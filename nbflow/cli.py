@@ -37,7 +37,7 @@ from nbflow._cli_io import (
     write_results,
 )
 from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
-from nbflow._core.secrets import is_secret_name, scrub, secret_texts
+from nbflow._core.secrets import Redactor, Secret, is_secret_name, secret_texts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -223,7 +223,7 @@ def _scrub(text: str, args: argparse.Namespace) -> str:
     for item in getattr(args, "secret", []) or []:
         name, sep, var = item.partition("=")
         given[name] = os.environ.get(var if sep else name, "")
-    return scrub(text, secret_texts(given))
+    return Redactor(secret_texts(given))(text)
 
 
 # --- nbflow run ------------------------------------------------------------------------------------
@@ -250,12 +250,12 @@ def _run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -> int:
     """The run's summary line, its tree, then failures with tracebacks; returns the exit code."""
-    secrets = secret_texts(run.inputs)
+    secrets = Redactor.for_inputs(run.inputs)
     full = getattr(args, "show_outputs", False)
     status = run.status.value
     dur = f" in {run.duration:.2f}s" if run.duration is not None else ""
     counts = ", ".join(f"{v} {k}" for k, v in run.counts().items())
-    why = f" ({scrub(run.reason, secrets)})" if run.reason else ""
+    why = f" ({secrets(run.reason)})" if run.reason else ""
     head = _text(
         f"run {run.run_id} of flow {run.flow!r}: {status.upper()}{dur} ({counts}){why}",
         _SYMBOL.get(status, ("", ""))[1],
@@ -264,14 +264,14 @@ def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -
     out.print(_tree(run, secrets, full))
     failed = [(p, r) for p, r in run.walk() if r.status.value == "failed" and r.error is not None]
     for path, rec in failed:
-        err.print(_text(f"\nnode {path!r} failed: {rec.error_type}: {scrub(str(rec.error), secrets)}", "red bold"))
+        err.print(_text(f"\nnode {path!r} failed: {rec.error_type}: {secrets(str(rec.error))}", "red bold"))
         if rec.traceback:
-            err.print(_text(scrub(rec.traceback.rstrip(), secrets), "dim"))
+            err.print(_text(secrets(rec.traceback.rstrip()), "dim"))
     if status == "paused":
         store = getattr(run.store, "path", None)
         for key, q in run.pending.items():
             opts = f" options: {', '.join(q.options)}" if q.options else ""
-            out.print(_text(f"question {key}: {scrub(q.prompt, secrets)}{opts}", "magenta"))
+            out.print(_text(f"question {key}: {secrets(q.prompt)}{opts}", "magenta"))
         if store is not None:
             hint = f"nbflow resume {shlex.quote(str(store))} {run.run_id} --answer ANSWER"
             if len(run.pending) > 1:
@@ -283,7 +283,7 @@ def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -
     return OK if status == "succeeded" else FAILED
 
 
-def _tree(run: Run, secrets: Sequence[str], full: bool) -> Any:
+def _tree(run: Run, secrets: Redactor, full: bool) -> Any:
     from rich.tree import Tree
 
     root = Tree(_text(run.flow, "bold"))
@@ -291,14 +291,14 @@ def _tree(run: Run, secrets: Sequence[str], full: bool) -> Any:
     return root
 
 
-def _branch(tree: Any, run: Run, secrets: Sequence[str], full: bool) -> None:
+def _branch(tree: Any, run: Run, secrets: Redactor, full: bool) -> None:
     for rec in run.nodes.values():
         child = tree.add(_node_label(rec, secrets, full))
         if rec.subrun is not None:
             _branch(child, rec.subrun, secrets, full)
 
 
-def _node_label(rec: NodeRecord, secrets: Sequence[str], full: bool) -> Text:
+def _node_label(rec: NodeRecord, secrets: Redactor, full: bool) -> Text:
     from rich.text import Text
 
     status = rec.status.value
@@ -321,17 +321,17 @@ def _node_label(rec: NodeRecord, secrets: Sequence[str], full: bool) -> Text:
     if status == "succeeded" and rec.subrun is None:
         label.append("  " + _shown(rec.output, secrets, full))
     elif rec.error is not None and status == "failed":
-        label.append(f"  {rec.error_type}: {_clip(scrub(str(rec.error), secrets), full)}", style="red")
+        label.append(f"  {rec.error_type}: {_clip(secrets(str(rec.error)), full)}", style="red")
     elif rec.skip_reason:
-        label.append(f"  ({scrub(rec.skip_reason, secrets)})", style="dim")
+        label.append(f"  ({secrets(rec.skip_reason)})", style="dim")
     return label
 
 
-def _shown(value: Any, secrets: Sequence[str], full: bool) -> str:
-    from nbflow._core.secrets import Secret
+def _shown(value: Any, secrets: Redactor, full: bool) -> str:
+    from nbflow._core.secrets import REDACTED_TEXT
 
-    text = "***" if isinstance(value, Secret) else repr(value)
-    return _clip(scrub(text, secrets), full)
+    text = REDACTED_TEXT if isinstance(value, Secret) else repr(value)
+    return _clip(secrets(text), full)
 
 
 def _clip(text: str, full: bool, limit: int = 120) -> str:
@@ -350,8 +350,6 @@ def _text(text: str, style: str = "") -> Text:
 # --- nbflow batch ----------------------------------------------------------------------------------
 def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
     import pandas as pd
-
-    from nbflow._core.secrets import Secret
 
     if args.output is not None and not args.output.lower().endswith(RESULT_FORMATS):
         raise CliError(f"-o {args.output!r}: unknown format; use a file ending in {', '.join(RESULT_FORMATS)}")
@@ -399,17 +397,18 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
     return _finish_batch(result, args, out, err, secrets)
 
 
-def _frame_secrets(frame: pd.DataFrame, constant: dict[str, Any]) -> tuple[str, ...]:
-    texts = set(secret_texts(constant))
+def _frame_secrets(frame: pd.DataFrame, constant: dict[str, Any]) -> Redactor:
+    redact = Redactor(secret_texts(constant))
     for col in frame.columns:
-        if is_secret_name(str(col)):
-            texts.update(v for v in frame[col] if isinstance(v, str) and len(v) >= 4)
-    return tuple(sorted(texts, key=len, reverse=True))
+        redact.add(
+            str.__str__(v)
+            for v in frame[col]
+            if isinstance(v, str) and (is_secret_name(str(col)) or isinstance(v, Secret))
+        )
+    return redact
 
 
-def _finish_batch(
-    result: pd.DataFrame, args: argparse.Namespace, out: Console, err: Console, secrets: Sequence[str]
-) -> int:
+def _finish_batch(result: pd.DataFrame, args: argparse.Namespace, out: Console, err: Console, secrets: Redactor) -> int:
     import nbflow as nf
 
     if args.output:
@@ -425,14 +424,14 @@ def _finish_batch(
     out.print(_summary_table(nf.summarize(result)))
     failed = result[result["status"] == "failed"]
     for idx, row in failed.head(5).iterrows():
-        msg = scrub(str(row["error_message"]), secrets)
+        msg = secrets(str(row["error_message"]))
         err.print(
             _text(f"row {idx}: node {row['error_node']!r} failed: {row['error_type']}: {_clip(msg, False)}", "red")
         )
     if len(failed) > 5:
         err.print(_text(f"... and {len(failed) - 5} more failed rows (see the results file)", "red"))
     if result.attrs.get("stopped"):
-        err.print(_text(f"stopped early: {scrub(result.attrs['stopped'], secrets)}", "yellow"))
+        err.print(_text(f"stopped early: {secrets(result.attrs['stopped'])}", "yellow"))
     return OK if counts.get("succeeded", 0) == len(result) else FAILED
 
 

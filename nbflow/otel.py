@@ -10,9 +10,9 @@ While a node attempt runs, its span is OpenTelemetry's current span in the node'
 worker thread), so spans that instrumented client libraries start inside the node (an HTTP call,
 an LLM SDK) become its children.
 
-Secrets never reach an attribute: values under secret-looking names are replaced by ``***``, and
+Secrets never reach an attribute: values under secret-looking names are replaced by ``[REDACTED]``, and
 the text of every secret of the run (``nf.Secret`` inputs, secret-named inputs and batch columns)
-is scrubbed from every string (error messages, tracebacks, questions, variants).
+is replaced by ``[REDACTED]`` in every string (error messages, tracebacks, questions, variants).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from nbflow._core.events import (
     RunPaused,
     RunStarted,
 )
-from nbflow._core.secrets import SCRUBBED, is_secret_name, scrub, secret_texts
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, is_secret_name, secret_texts
 
 if TYPE_CHECKING:
     from nbflow._record.run import Run
@@ -131,7 +131,7 @@ def row_attacher(
     def attach_row(run: Run, case: Any) -> None:
         row = case.row
         texts = secret_texts(row) + tuple(str(row[k]) for k in secret if isinstance(row.get(k), str))
-        variant = {k: (SCRUBBED if k in secret or is_secret_name(k) else row.get(k)) for k in grid_keys}
+        variant = {k: (REDACTED_TEXT if k in secret or is_secret_name(k) else row.get(k)) for k in grid_keys}
         extra: dict[str, Any] = {"nbflow.batch.row": case.index}
         if batch_id is not None:
             extra["nbflow.batch.id"] = batch_id
@@ -205,7 +205,7 @@ class RunTracer:
         self._trace, self._context, self._Status, self._StatusCode = trace, context, Status, StatusCode
         self.tracer = tracer
         self.run = run
-        self.secrets = tuple(sorted({*secret_texts(run.inputs), *secrets}, key=len, reverse=True))
+        self.redact = Redactor((*secret_texts(run.inputs), *secrets))
         self.common: dict[str, Any] = {"nbflow.flow": run.flow, "nbflow.run_id": run.run_id}
         self.common.update(self._clean(dict(extra or {})))
         self.run_span: _Open | None = None
@@ -213,7 +213,7 @@ class RunTracer:
 
     # --- helpers -------------------------------------------------------------------------------
     def _text(self, text: str) -> str:
-        text = scrub(text, self.secrets) if self.secrets else text
+        text = self.redact(text)
         return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
 
     def _clean(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +223,7 @@ class RunTracer:
             if v is None:
                 continue
             if _secret_key(k):
-                v = SCRUBBED
+                v = REDACTED_TEXT
             elif isinstance(v, str):
                 v = self._text(v)
             elif not isinstance(v, bool | int | float):

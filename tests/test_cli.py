@@ -107,7 +107,7 @@ def test_a_failed_run_names_the_node_shows_its_traceback_and_never_echoes_the_se
     p = nbflow(project, "run", "flows.py:flow", "-i", "question=boom", "-i", f"api_key={SECRET}")
     assert p.returncode == 1
     assert "FAILED" in p.stdout
-    assert "node 'answer' failed: ValueError: upstream rejected key ***" in p.stderr
+    assert "node 'answer' failed: ValueError: upstream rejected key [REDACTED]" in p.stderr
     assert 'raise ValueError(f"upstream rejected key {api_key}")' in p.stderr  # the user's own frame
     assert SECRET not in p.stdout + p.stderr
 
@@ -206,8 +206,8 @@ def test_batch_from_csv_to_parquet_with_a_store(project: Path) -> None:
     ok = frame[frame["q"] == "007"]
     assert list(ok["answer"]) == ["007: 1 docs", "007: 2 docs"]  # "007" stayed text, not the number 7
     assert list(ok["score"]) == [1.0, 1.0]
-    assert set(frame["api_key"]) == {"***"}
-    assert set(frame.loc[frame["status"] == "failed", "error_message"]) == {"upstream rejected key ***"}
+    assert set(frame["api_key"]) == {"[REDACTED]"}
+    assert set(frame.loc[frame["status"] == "failed", "error_message"]) == {"upstream rejected key [REDACTED]"}
     assert SECRET.encode() not in (project / "results.parquet").read_bytes()
     assert "batch of flow 'qa': 6 rows (4 succeeded, 2 failed)" in p.stdout
     assert "latency_p50" in p.stdout and "score_mean" in p.stdout
@@ -380,7 +380,7 @@ def test_help_everywhere(project: Path, command: tuple[str, ...]) -> None:
 def test_a_secret_given_on_the_command_line_is_masked_in_errors(project: Path) -> None:
     p = nbflow(project, "run", "flows:flow", "-i", "question=x", "-i", f"k={SECRET}", "-i", f"api_key={SECRET}")
     assert p.returncode == 2
-    assert "got '***'" in p.stderr
+    assert "got '[REDACTED]'" in p.stderr
     assert SECRET not in p.stderr + p.stdout
 
 
@@ -457,4 +457,4 @@ def test_a_secret_under_a_plain_name_never_reaches_the_store_or_the_results(proj
     assert SECRET.encode() not in written
     assert b"tok-abcdef" not in written
     frame = pd.read_parquet(project / "out.parquet")
-    assert set(frame["expected"]) == {"***"} and set(frame["token"]) == {"***"}
+    assert set(frame["expected"]) == {"[REDACTED]"} and set(frame["token"]) == {"[REDACTED]"}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from nbflow._batch.cases import STATUS_COLUMNS, batch_key, prepare_cases
 from nbflow._batch.dask import RowsRunner, remote_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
+from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name
@@ -62,6 +63,8 @@ def batch(
     progress: Any = None,
     executor: Any = None,
     chunk_size: int | None = None,
+    keep: str | None = None,
+    keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
 ) -> pd.DataFrame:
     """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
@@ -83,8 +86,11 @@ def batch(
     secret-looking columns (api_key, token, password, secret) are not stored unless
     ``store_secrets=True``; ``max_consecutive_failures=N`` stops starting rows after N failures in a
     row; ``timeout`` bounds the whole batch, ``row_timeout`` each row; ``progress`` None (auto),
-    True, False or a renderer. ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
-    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md. ``trace`` sends
+    True, False or a renderer. ``keep`` says which rows keep their full run record (every node's output,
+    error, traceback, attempts): ``"failed"`` (failed and paused rows; the default without a store),
+    ``"all"`` (the default with a store, where they are written with their row) or ``"none"``; at most
+    ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see docs/batch.md).
+    ``executor=client`` (a Dask ``distributed.Client``) runs the rows on its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md. ``trace`` sends
     each row's spans to OpenTelemetry (as in ``flow.run``; the spans carry the batch id, row and
     variant; docs/tracing.md).
 
@@ -106,6 +112,8 @@ def batch(
         progress,
         executor,
         chunk_size,
+        keep,
+        keep_limit,
         trace,
     )
     state = State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
@@ -142,6 +150,8 @@ async def abatch(
     progress: Any = None,
     executor: Any = None,
     chunk_size: int | None = None,
+    keep: str | None = None,
+    keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
 ) -> pd.DataFrame:
     """Like ``flow.batch`` (same options and result) on the running event loop.
@@ -165,6 +175,8 @@ async def abatch(
         progress,
         executor,
         chunk_size,
+        keep,
+        keep_limit,
         trace,
     )
     state = State.new(flow, prepare_cases(flow.graph, rows, columns, grid, opts.outputs), opts)
@@ -186,6 +198,8 @@ def _options(
     progress: Any,
     executor: Any = None,
     chunk_size: int | None = None,
+    keep: str | None = None,
+    keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
 ) -> Options:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
@@ -205,6 +219,15 @@ def _options(
         raise BatchError(f"chunk_size= is the number of rows per Dask task, a positive int; got {chunk_size!r}")
     if chunk_size is not None and executor is None:
         raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
+    if keep is None:
+        keep = "failed" if store is None else "all"
+    if keep not in KEEP_CHOICES:
+        raise BatchError(
+            f"keep= says which rows keep their full run record: 'failed' (failed and paused rows), 'all' or "
+            f"'none'; got {keep!r}"
+        )
+    if not isinstance(keep_limit, int) or isinstance(keep_limit, bool) or keep_limit < 0:
+        raise BatchError(f"keep_limit= is the number of run records kept in memory, an int >= 0; got {keep_limit!r}")
     if trace is not None and trace is not False:
         check_trace(trace, "flow.batch(trace=...)")
         if executor is not None:
@@ -227,6 +250,8 @@ def _options(
         progress,
         executor,
         chunk_size,
+        keep,
+        keep_limit,
         trace,
     )
 
@@ -241,6 +266,8 @@ async def _drive(state: State) -> pd.DataFrame:
     if opts.executor is not None:  # checks the client and pickles the flow before anything runs
         runner = remote_rows(state)
     store, own_store = _open_store(opts.store)
+    # Always an archive, also with keep="none": paused rows are kept, flow.answer resumes them.
+    state.archive = RunArchive(opts.keep, opts.keep_limit, store.path if store is not None else None)
     progress = BatchProgress(flow.name, n)
     try:
         todo = list(range(n))

@@ -33,6 +33,7 @@ import anyio
 
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.rows import (
+    QUESTION_COLUMNS,
     Options,
     State,
     clip,
@@ -43,8 +44,9 @@ from nbflow._batch.rows import (
     stopped_by,
     unfinished,
 )
+from nbflow._batch.runs import RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning
-from nbflow._core.secrets import Secret
+from nbflow._core.secrets import Secret, secret_texts
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 
 if TYPE_CHECKING:
@@ -195,6 +197,7 @@ def _run_chunk(
     concurrency: int,
     row_timeout: float | None,
     prefix: str,
+    keep: str = "failed",
 ) -> bytes:
     """On a worker: run the rows with the local batch engine; return the pickled ``[(index, result)]``."""
     import cloudpickle
@@ -211,6 +214,7 @@ def _run_chunk(
         cases.append(Case(pos, dict(inputs), inputs, plan))
     opts = Options(concurrency, outputs, False, None, False, False, None, False, None, None, row_timeout, False)
     state = State.new(flow, Cases(cases, [], [], {}, outputs), opts)
+    state.archive = RunArchive(keep, len(cases), None, findable=False)
     progress = BatchProgress(flow.name, len(cases))
 
     cancelled = _cancel_watch()
@@ -225,17 +229,31 @@ def _run_chunk(
             rows.result()
 
     anyio.run(main)
-    keep = (*outputs, *STATUS_COLUMNS)
+    columns = (*outputs, *STATUS_COLUMNS)
+    kept = {int(run.run_id.rsplit("-", 1)[1]): run for run in state.archive.runs.values()}
     rows = []
-    for (index, _), result in zip(items, state.results, strict=True):
+    for pos, ((index, _), result) in enumerate(zip(items, state.results, strict=True)):
         assert result is not None
-        row = {k: result[k] for k in keep}
+        row = {k: result[k] for k in columns if k in result}
+        row.update({k: result[k] for k in QUESTION_COLUMNS if k in result})
         row["run_id"] = f"{prefix}-{index}"  # like a local batch: "<batch call>-<row index>"
+        run = kept.get(pos)
+        if run is not None:  # the row's whole run record travels back with it (keep=)
+            run.run_id = row["run_id"]
+            row[_RUN] = run
         rows.append((index, row))
     try:
         return cloudpickle.dumps(rows)
     except Exception:
-        return cloudpickle.dumps([_sendable(index, row, outputs) for index, row in rows])
+        for _, row in rows:  # first without the run records, then without unsendable outputs
+            row.pop(_RUN, None)
+        try:
+            return cloudpickle.dumps(rows)
+        except Exception:
+            return cloudpickle.dumps([_sendable(index, row, outputs) for index, row in rows])
+
+
+_RUN = "__nbflow_run__"  # a returned row's key for its run record
 
 
 _WATCH = 0.5  # seconds between checks that the client still wants a running chunk
@@ -323,6 +341,9 @@ async def _run_remote(
         except RuntimeError:  # the batch's loop is gone: it was stopped, nothing waits for this chunk
             pass
 
+    if state.archive is not None:
+        state.archive.register(prefix)
+
     def submit() -> None:
         nonlocal submitted
         while submitted < len(chunks) and len(in_flight) < window and state.stopped is None:
@@ -336,6 +357,7 @@ async def _run_remote(
                 opts.concurrency,
                 opts.row_timeout,
                 prefix,
+                opts.keep,
                 key=f"nbflow-{flow.name}-{prefix}-{submitted}",
                 pure=False,
             )
@@ -383,9 +405,16 @@ async def _run_remote(
                 continue  # cancelled already
             progress.in_flight -= len(rows)
             for i, result in _chunk_results(rows, ok, value, cases):
+                run = result.pop(_RUN, None)
                 state.results[i] = result
+                if run is not None and state.archive is not None:
+                    run.graph, run._flow = flow.graph, flow
+                    state.archive.offer(run, result["status"])
                 if result["status"] == "succeeded":
                     progress.succeeded += 1
+                    consecutive = 0
+                elif result["status"] == "paused":
+                    progress.paused += 1
                     consecutive = 0
                 elif result["status"] == "failed":
                     progress.failed += 1
@@ -394,7 +423,14 @@ async def _run_remote(
                 if store is not None:
                     assert state.batch_id is not None
                     store.write_row(
-                        state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret
+                        state.batch_id,
+                        i,
+                        result["run_id"],
+                        result["status"],
+                        result,
+                        secret_columns=secret,
+                        secrets=secret_texts(cases.cases[i].inputs, by_name=bool(secret)),
+                        run=run,
                     )
                 if breaker is not None and consecutive >= breaker and state.stopped is None:
                     state.stopped = (

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning
+from nbflow._core.secrets import secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
@@ -32,11 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINISHED",
+    "QUESTION_COLUMNS",
     "Options",
     "State",
     "clip",
     "end_batch",
     "finish_partial",
+    "outcome",
     "render_progress",
     "result_columns",
     "run_rows",
@@ -45,8 +49,11 @@ __all__ = [
     "unfinished",
 ]
 
-# Row states that are final. "pending": never started; "cancelled": stopped while running.
-FINISHED = ("succeeded", "failed")
+# Row states that are final. "pending": never started; "cancelled": stopped while running; "paused": a
+# node asked a question (nf.ask); the row's run is kept and resumed by flow.answer(frame, ...).
+FINISHED = ("succeeded", "failed", "paused")
+# Columns of a paused row's question, present when some row paused.
+QUESTION_COLUMNS = ("question_prompt", "question_options")
 
 
 @dataclass(slots=True)
@@ -65,6 +72,8 @@ class Options:
     progress: Any
     executor: Any = None  # a dask distributed.Client: rows run on its workers (nbflow/_batch/dask.py)
     chunk_size: int | None = None
+    keep: str = "failed"  # which rows keep their full run record: "failed" | "all" | "none" (nbflow/_batch/runs.py)
+    keep_limit: int = KEEP_LIMIT
     trace: Any = None  # OpenTelemetry spans per row (nbflow/otel.py); None: nbflow.config.trace
 
 
@@ -80,6 +89,7 @@ class State:
     stopped: str | None = None
     frame: pd.DataFrame | None = None
     running: dict[int, Run] = field(default_factory=dict)
+    archive: RunArchive | None = None
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -109,6 +119,9 @@ async def run_rows(
     row_timeout = opts.row_timeout
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
+    archive = state.archive
+    if archive is not None:
+        archive.register(prefix)
     trace_row = None
     if opts.trace is not None or config.trace is not None:  # off: not even an import
         from nbflow.otel import row_attacher
@@ -119,6 +132,7 @@ async def run_rows(
         # The same path as flow.arun after its checks: the batch planned every row up front.
         run = Run(flow.name, f"{prefix}-{case.index}", case.inputs, case.plan.nodes)
         run.graph = graph
+        run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
         if trace_row is not None:
             trace_row(run, case)
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
@@ -147,8 +161,14 @@ async def run_rows(
                 progress.in_flight -= 1
             result = _result(case, run, cases.outputs, timeout=row_timeout if timed_out else None)
             results[i] = result
-            ok = result["status"] == "succeeded"
-            if ok:
+            kept = False
+            if archive is not None and archive.wants(result["status"]):
+                archive.offer(run, result["status"])
+                kept = True
+            if result["status"] == "paused":
+                progress.paused += 1
+                consecutive = 0
+            elif result["status"] == "succeeded":
                 progress.succeeded += 1
                 consecutive = 0
             else:
@@ -157,7 +177,16 @@ async def run_rows(
                 last_error = f"{result['error_type']}: {result['error_message']}"
             if store is not None:
                 assert state.batch_id is not None
-                store.write_row(state.batch_id, i, result["run_id"], result["status"], result, secret_columns=secret)
+                store.write_row(
+                    state.batch_id,
+                    i,
+                    result["run_id"],
+                    result["status"],
+                    result,
+                    secret_columns=secret,
+                    secrets=secret_texts(case.inputs, by_name=bool(secret)),
+                    run=run if kept else None,
+                )
             if breaker is not None and consecutive >= breaker and not stop:
                 stop = True
                 state.stopped = (
@@ -269,6 +298,13 @@ def _result(
     case: Case, run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None
 ) -> dict[str, Any]:
     row = dict(case.row)
+    row.update(outcome(run, outputs, status, timeout))
+    return row
+
+
+def outcome(run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+    """A row's result columns from its run: outputs, status, error columns, attempts, latency, run id."""
+    row: dict[str, Any] = {}
     nodes = run.nodes
     for o in outputs:
         rec = nodes.get(o)
@@ -282,7 +318,15 @@ def _result(
             attempts = len(rec.attempts)
     if status is None:
         rs = run.status
-        status = "succeeded" if rs is RunStatus.SUCCEEDED else "cancelled" if rs is RunStatus.CANCELLED else "failed"
+        status = (
+            "succeeded"
+            if rs is RunStatus.SUCCEEDED
+            else "cancelled"
+            if rs is RunStatus.CANCELLED
+            else "paused"
+            if rs is RunStatus.PAUSED
+            else "failed"
+        )
         if timeout is not None:
             status = "failed"
     row["status"] = status
@@ -301,6 +345,14 @@ def _result(
     row["attempts"] = attempts
     row["latency"] = run.duration
     row["run_id"] = run.run_id
+    if status == "paused" and run.pending:
+        question = next(iter(run.pending.values()))
+        row["question_prompt"] = (
+            question.prompt
+            if len(run.pending) == 1
+            else f"{len(run.pending)} questions: " + ("; ".join(q.prompt for q in run.pending.values()))
+        )
+        row["question_options"] = list(question.options) if question.options is not None else None
     return row
 
 
@@ -323,6 +375,8 @@ def _frame(state: State) -> pd.DataFrame:
 
     cases = state.cases
     columns = result_columns(cases)
+    if any(r is not None and r["status"] == "paused" for r in state.results):
+        columns = [*columns, *QUESTION_COLUMNS]
     records = [
         r if r is not None else unfinished(c, cases.outputs, None)
         for r, c in zip(state.results, cases.cases, strict=False)
@@ -347,6 +401,11 @@ def _frame(state: State) -> pd.DataFrame:
             "counts": {str(k): int(v) for k, v in counts.items()},
         }
     )
+    if state.archive is not None:
+        frame.attrs["nbflow_runs"] = state.archive
+        if state.archive.store:
+            frame.attrs["store"] = state.archive.store
+    register_accessor()
     return frame
 
 

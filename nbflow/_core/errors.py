@@ -60,6 +60,7 @@ __all__ = [
     "NbflowWarning",
     "NodeOutputError",
     "NodeTimeoutError",
+    "ResourceError",
     "ResumeConflictError",
     "RoutingError",
     "RunFailedError",
@@ -293,6 +294,21 @@ class AnswerError(NbflowError, ValueError):
 
 class StoreError(NbflowError, RuntimeError):
     """A store file is missing, locked or corrupt, or a value cannot be stored. Nothing was overwritten."""
+
+
+class ResourceError(NbflowError, RuntimeError):
+    """A ``@flow.resource`` factory raised: the nodes needing it fail with this (retried by their policies).
+
+    ``resource`` is the resource's name; the factory's own exception is the ``__cause__`` (its
+    traceback is in the node's record).
+    """
+
+    def __init__(self, message: str, resource: str = "") -> None:
+        super().__init__(message)
+        self.resource = resource
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.resource))
 
 
 class RunInterrupted(KeyboardInterrupt):

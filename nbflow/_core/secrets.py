@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "SCRUBBED", "Secret", "is_secret_name", "redact", "scrub", "secret_texts"]
+__all__ = ["REDACTED", "REDACTED_TEXT", "Redactor", "Secret", "env", "is_secret_name", "redact", "secret_texts"]
+
+REDACTED_TEXT = "[REDACTED]"
+"""What replaces the text of a secret value inside a string written to disk (messages, tracebacks, outputs)."""
 
 # The one rule for secret names (stores, checkpoints, caches, batch ids, Dask and the widgets all ask
 # is_secret_name). A name is split into parts on ``_``, ``-``, ``.``, spaces and camelCase, in any case
@@ -100,25 +104,127 @@ def redact(name: str, value: Any) -> Any:
     return REDACTED if isinstance(value, Secret) or is_secret_name(name) else value
 
 
-SCRUBBED = "***"
-"""What stands in a text where a secret's text was (``Secret``'s own repr shows the same)."""
+def env(name: str, default: str | None = None) -> Secret:
+    """The environment variable ``name`` as an ``nf.Secret`` (never stored, logged or shown).
 
-
-def secret_texts(values: Mapping[str, Any]) -> tuple[str, ...]:
-    """The texts of the secrets among ``values``: every ``nf.Secret``, and every str under a secret name.
-
-    Texts shorter than 4 characters are left out: replacing them would garble every text, and no
-    real credential is that short. Longest first, so overlapping secrets are replaced whole.
+    ``nf.env("OPENAI_API_KEY")``; a missing variable raises ConfigError naming it, unless
+    ``default`` is given.
     """
-    found = {
-        str.__str__(v) for k, v in values.items() if isinstance(v, str) and (isinstance(v, Secret) or is_secret_name(k))
-    }
-    return tuple(sorted((s for s in found if len(s) >= 4), key=len, reverse=True))
+    from nbflow._core.errors import ConfigError
+
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"nf.env(name): the name of an environment variable, got {name!r}")
+    value = os.environ.get(name, default)
+    if value is None:
+        raise ConfigError(
+            f"nf.env({name!r}): the environment variable {name} is not set; set it before starting Python "
+            f"(export {name}=...) or pass nf.env({name!r}, default=...)"
+        )
+    return Secret(value)
 
 
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with the text of every secret in ``secrets`` replaced by ``SCRUBBED`` (messages a node echoed)."""
-    for s in secrets:
-        if s in text:
-            text = text.replace(s, SCRUBBED)
-    return text
+def _strings(value: Any, depth: int = 0) -> list[str]:
+    if depth > 20:
+        return []
+    if isinstance(value, str):
+        return [str.__str__(value)]
+    get = getattr(value, "get_secret_value", None)  # pydantic SecretStr
+    if callable(get):
+        inner = get()
+        return [inner] if isinstance(inner, str) else []
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v, depth + 1)]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [s for v in value for s in _strings(v, depth + 1)]
+    return []
+
+
+def _secret_values(values: Mapping[Any, Any], depth: int = 0, by_name: bool = True) -> list[str]:
+    """The texts of an ``nf.Secret`` under any name, and of string values under secret-looking names."""
+    found: list[str] = []
+    if depth > 20:
+        return found
+    for k, v in values.items():
+        if isinstance(v, Secret) or (by_name and is_secret_name(k)) or type(v).__name__ in ("SecretStr", "SecretBytes"):
+            found.extend(_strings(v))
+        elif isinstance(v, Mapping):
+            found.extend(_secret_values(v, depth + 1, by_name))
+        elif isinstance(v, list | tuple):
+            for item in v:
+                if isinstance(item, Secret):
+                    found.append(str.__str__(item))
+                elif isinstance(item, Mapping):
+                    found.extend(_secret_values(item, depth + 1, by_name))
+    return found
+
+
+def secret_texts(values: Mapping[Any, Any], by_name: bool = True) -> tuple[str, ...]:
+    """Every known secret value's text in ``values`` (4+ characters), longest first.
+
+    ``by_name=False``: only values marked secret (``nf.Secret``, pydantic ``SecretStr``), for a batch
+    that opted in to storing secret-looking columns (``store_secrets=True``).
+    """
+    found = {s for s in _secret_values(values, by_name=by_name) if len(s) >= 4}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+class Redactor:
+    """Replaces the text of known secret values with a marker, in strings and (copies of) containers.
+
+    The one mechanism for every text written to disk or sent to the browser: the stores use it with
+    ``REDACTED_TEXT``, the run view with its mask. Secrets of 4+ characters count (shorter ones would
+    redact ordinary text).
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), marker: str = REDACTED_TEXT) -> None:
+        self.marker = marker
+        self._secrets: set[str] = set()
+        self._ordered: tuple[str, ...] = ()
+        self.add(secrets)
+
+    @classmethod
+    def for_inputs(cls, values: Mapping[Any, Any], marker: str = REDACTED_TEXT) -> Redactor:
+        return cls(secret_texts(values), marker)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        for s in secrets:
+            if isinstance(s, str) and len(s) >= 4:
+                self._secrets.add(str.__str__(s))
+        self._ordered = tuple(sorted(self._secrets, key=len, reverse=True))  # longest first: overlaps
+
+    def collect(self, values: Mapping[Any, Any]) -> None:
+        """Remember the secret values in ``values`` (``nf.Secret`` anywhere, secret-named entries)."""
+        self.add(_secret_values(values))
+
+    def __call__(self, text: str) -> str:
+        for s in self._ordered:
+            if s in text:
+                text = text.replace(s, self.marker)
+        return text
+
+    def found_in(self, data: bytes | str) -> bool:
+        """Whether ``data`` holds the text of a known secret."""
+        if isinstance(data, str):
+            return any(s in data for s in self._ordered)
+        return any(s.encode() in data for s in self._ordered)
+
+    def scrub(self, value: Any, depth: int = 0) -> Any:
+        """``value`` with secret texts replaced in its strings (dicts, lists, tuples, sets copied; others as is)."""
+        if not self._ordered or depth > 50:
+            return value
+        if isinstance(value, Secret):
+            return REDACTED
+        if isinstance(value, str):
+            return self(value) if type(value) is str else value
+        if isinstance(value, dict):
+            return {self.scrub(k, depth + 1): self.scrub(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.scrub(v, depth + 1) for v in value]
+        if isinstance(value, tuple) and type(value) is tuple:
+            return tuple(self.scrub(v, depth + 1) for v in value)
+        if isinstance(value, set | frozenset):
+            return type(value)(self.scrub(v, depth + 1) for v in value)
+        return value
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)

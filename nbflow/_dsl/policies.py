@@ -11,7 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nbflow._core.errors import FlowDefinitionError, GraphError, MapItemError, NbflowError, NodeTimeoutError
+from nbflow._core.errors import (
+    FlowDefinitionError,
+    GraphError,
+    MapItemError,
+    NbflowError,
+    NodeTimeoutError,
+    ResourceError,
+)
 
 __all__ = ["Default", "ErrorInfo", "Failed", "OnError", "Retry", "is_transient", "retry_after_of"]
 
@@ -60,6 +67,7 @@ def retry_after_of(exc: BaseException) -> float | None:
 
 def is_transient(exc: BaseException) -> bool:
     """The default retry rule: is ``exc`` an error that may go away if the call is made again?
+    (A ``ResourceError`` is judged by its factory's error.)
 
     In order: a ``retryable`` attribute decides if present (True or False); a ``MapItemError`` is
     judged by the item's error; nbflow's own errors are not transient except ``NodeTimeoutError``; ``TimeoutError`` and ``ConnectionError`` are; an HTTP
@@ -72,8 +80,8 @@ def is_transient(exc: BaseException) -> bool:
     flag = getattr(exc, "retryable", None)
     if flag is not None:
         return bool(flag)
-    if isinstance(exc, MapItemError) and exc.__cause__ is not None:
-        return is_transient(exc.__cause__)  # a map failed by one item: judge by that item's error
+    if isinstance(exc, MapItemError | ResourceError) and exc.__cause__ is not None:
+        return is_transient(exc.__cause__)  # judged by the item's / the resource factory's own error
     if isinstance(exc, NbflowError):
         return isinstance(exc, NodeTimeoutError)
     if isinstance(exc, (TimeoutError, ConnectionError)):
@@ -144,6 +152,8 @@ class Retry:
         if on is None:
             return is_transient(exc)
         if _is_exc_type(on) or _is_exc_tuple(on):
+            if isinstance(exc, ResourceError) and isinstance(exc.__cause__, on):  # type: ignore[arg-type]
+                return True  # the resource factory raised one of the listed errors
             return isinstance(exc, on)  # type: ignore[arg-type]
         return bool(on(exc))  # type: ignore[operator]
 

@@ -30,7 +30,7 @@ from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Secret, is_secret_name
 from nbflow._core.states import NodeStatus
 from nbflow._engine.fingerprint import Unhashable, code_fingerprint, digest, globals_fingerprint
-from nbflow._graph.graph import Dep, GNode, Graph
+from nbflow._graph.graph import BoundResource, Dep, GNode, Graph
 from nbflow._record.run import NodeRecord, Run
 
 __all__ = ["CacheBackend", "CachePlan", "CacheSession", "Unstorable", "plan_cache"]
@@ -102,7 +102,7 @@ def plan_cache(graph: Graph, backend: CacheBackend | None, default: bool, valida
 def _node_fingerprint(flow: str, validate: bool, g: GNode) -> str:
     spec = g.spec
     loop = spec.loop
-    declaration = (
+    declaration: tuple[Any, ...] = (
         flow,
         validate,
         spec.name,
@@ -114,7 +114,18 @@ def _node_fingerprint(flow: str, validate: bool, g: GNode) -> str:
         if loop is not None
         else None,
     )
+    if g.resources:  # the resource's definition counts, never the object (docs/resources.md)
+        declaration = (*declaration, tuple((param, _resource_fingerprint(r)) for param, r in g.resources))
     return digest((code_fingerprint(spec.func), declaration))
+
+
+def _resource_fingerprint(bound: BoundResource) -> Any:
+    return (
+        bound.name,
+        code_fingerprint(bound.spec.func),
+        tuple((n, repr(d)) for n, d in bound.inputs),
+        tuple((p, _resource_fingerprint(r)) for p, r in bound.resources),
+    )
 
 
 class CacheSession:
@@ -177,6 +188,13 @@ class CacheSession:
             except Unhashable as exc:
                 self.plan.warn(name, f"input {dep.param}", f"its input {dep.param!r} has no stable digest ({exc})")
                 return None
+        for _, bound in g.resources:  # the flow inputs a resource is built from count like inputs
+            for i in sorted(bound.all_inputs()):
+                try:
+                    parts.append(("resource input", i, digest(self.inputs.get(i, MISSING))))
+                except Unhashable as exc:
+                    self.plan.warn(name, f"input {i}", f"resource input {i!r} has no stable digest ({exc})")
+                    return None
         return digest(parts)
 
     async def lookup(self, g: GNode, rec: NodeRecord, kwargs: dict[str, Any], fed_failure: bool) -> str | None:

@@ -19,6 +19,7 @@ from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import PauseSignal, in_thread
 from nbflow._engine.call import call_function
 from nbflow._engine.control_flow import run_control
+from nbflow._engine.resources import ready_kwargs, resource_kwargs
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
 from nbflow._record.run import Attempt, NodeRecord, Run
@@ -46,6 +47,10 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         for param, check in g.checks:
             if param in kwargs:
                 kwargs[param] = check(kwargs[param])
+        if g.resources:  # the record keeps kwargs without them: resources are never stored
+            kwargs = ready_kwargs(kwargs, g.resources, run.inputs) or await resource_kwargs(
+                kwargs, g.resources, run.inputs
+            )
         if not g.plain:
             out = await run_control(g, rec, kwargs, run)
         elif spec.is_async:
@@ -90,6 +95,8 @@ async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, li
     Used by the policy path (``policy.py``) for each attempt; the fast path above inlines the same
     steps. ``limits`` are for a control-flow node's body calls (a plain node's caller takes them).
     """
+    if g.resources:  # per attempt: a factory that failed is built again on a retry
+        kwargs = ready_kwargs(kwargs, g.resources, run.inputs) or await resource_kwargs(kwargs, g.resources, run.inputs)
     if not g.plain:
         return await run_control(g, rec, kwargs, run, limits)  # validates its outputs itself
     return await call_function(g, kwargs)

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from nbflow._batch import api as _batch
+from nbflow._batch import paused as _paused
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.config import config
 from nbflow._core.errors import FlowDefinitionError, GraphError, RunnerError, StoreError, UnknownNodeError
@@ -21,11 +22,13 @@ from nbflow._dsl import options as _options
 from nbflow._dsl.control import Loop, Map, Router
 from nbflow._dsl.limits import Limit
 from nbflow._dsl.policies import OnError, Retry
+from nbflow._dsl.resource import ResourceSpec, make_resource_spec
 from nbflow._dsl.spec import NodeSpec, Source, make_spec, make_subflow_spec
 from nbflow._engine import scheduler as scheduler
 from nbflow._engine.caching import plan_cache
 from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
 from nbflow._engine.policy import FlowPolicies, build_policies
+from nbflow._engine.resources import close_specs
 from nbflow._flow import pickling
 from nbflow._flow.resume import claim, continue_run
 from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
@@ -81,6 +84,7 @@ class Flow:
         self._cache = open_cache(cache, name)
         self._node_cache: NodeCache | None = None  # for cache=True nodes while the flow's cache is off
         self._specs: dict[str, NodeSpec] = {}
+        self._resources: dict[str, ResourceSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
         self._version = 0
@@ -321,6 +325,54 @@ class Flow:
         self._changed()
         return spec
 
+    # --- resources (long-lived objects: SDK clients, pools) -------------------------------------
+    @overload
+    def resource(self, func: F, /) -> F: ...
+    @overload
+    def resource(self, func: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def resource(self, func: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
+        """Declare a resource: a long-lived object (an SDK client, a pool) that nodes receive by parameter name.
+
+        The factory may be a function, an ``async def``, or a (async) generator whose code after
+        ``yield`` closes the resource. It is called lazily, once per event loop that runs a node
+        needing it, and the instance is shared by every run and batch row on that loop; it is closed
+        (``aclose()``/``close()``/``__aexit__``, or the generator's teardown) when that loop ends, on
+        ``flow.close()``, when the resource is redefined, and at interpreter exit. Its parameters
+        name other resources or flow inputs, never nodes. Resources are never validated, cached,
+        stored, pickled or shown; Dask workers build their own. See docs/resources.md.
+        """
+
+        def register(f: F) -> F:
+            spec = make_resource_spec(f, name)
+            old = self._resources.pop(spec.name, None)
+            self._resources[spec.name] = spec
+            self._changed()
+            if old is not None:  # re-running the cell: the old instances must not linger
+                close_specs([old])
+            return f
+
+        return register(func) if func is not None else register
+
+    @property
+    def resources(self) -> Mapping[str, ResourceSpec]:
+        """The declared resources, by name (read-only)."""
+        return MappingProxyType(self._resources)
+
+    def close(self) -> None:
+        """Close every instance of this flow's resources, on every loop; the next run builds new ones.
+
+        Called from a notebook cell, instances on the kernel's own loop close right after the cell
+        (the loop is busy running it); ``await flow.aclose()`` waits for them.
+        """
+        close_specs(self._resources.values())
+
+    async def aclose(self) -> None:
+        """Close every instance of this flow's resources and wait, also those on the running loop."""
+        pending = close_specs(self._resources.values())
+        if pending is not None:
+            await pending
+
     def remove(self, name: str) -> None:
         """Remove the node ``name``."""
         if name not in self._specs:
@@ -346,7 +398,7 @@ class Flow:
         """The validated graph (compiled once per change); raises CycleError etc."""
         stamp = self._stamp()
         if self._graph is None or self._graph_stamp != stamp:
-            graph = compile_graph(self.name, self._specs, validate=self.validate)
+            graph = compile_graph(self.name, self._specs, validate=self.validate, resources=self._resources)
             self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
             self._graph = graph
             self._graph_stamp = stamp
@@ -587,6 +639,8 @@ class Flow:
     # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/_batch/api.py.
     batch = _batch.batch
     abatch = _batch.abatch
+    answer = _paused.answer
+    aanswer = _paused.aanswer
 
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
         """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.

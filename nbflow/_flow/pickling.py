@@ -1,4 +1,4 @@
-"""Pickling a Flow sends its definition only: name, options and node specs.
+"""Pickling a Flow sends its definition only: name, options, node specs and resource factories.
 
 What a Flow holds besides its definition is bound to this process and is not sent: the compiled
 graph and policies (rebuilt on first use), ``last_run`` / ``last_batch``, the registry entry used
@@ -37,6 +37,8 @@ def definition_of(flow: Any) -> dict[str, Any]:
         "cache": cache_arg,
         # Node options are a read-only mappingproxy, which plain pickle refuses: send a dict.
         "specs": [dataclasses.replace(s, options=dict(s.options)) for s in flow._specs.values()],
+        # Resources travel as their factories: the receiving process builds its own instances.
+        "resources": list(flow._resources.values()),
     }
     return definition
 
@@ -73,5 +75,6 @@ def rebuild(cls: Any, definition: dict[str, Any]) -> Any:
     if original is not None:
         register_flow(original)
     flow._specs = {s.name: dataclasses.replace(s, options=MappingProxyType(s.options)) for s in definition["specs"]}
+    flow._resources = {r.name: r for r in definition.get("resources", ())}
     flow._changed()
     return flow

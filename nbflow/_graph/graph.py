@@ -10,12 +10,23 @@ from typing import Any
 
 from nbflow._core.errors import CycleError, GraphError, MissingInputError, UnknownInputError, UnknownNodeError, _suggest
 from nbflow._core.missing import MISSING
+from nbflow._dsl.resource import ResourceSpec
 from nbflow._dsl.spec import NodeSpec
 from nbflow._graph.validate import Validator, hints_of, make_validator
 
 SUBFLOW_DEFAULT: Any = object()  # "not passed: the sub-flow uses its own default"
 
-__all__ = ["Dep", "GNode", "Graph", "InputInfo", "Plan", "compile_graph", "find_cycle", "validate_inputs"]
+__all__ = [
+    "BoundResource",
+    "Dep",
+    "GNode",
+    "Graph",
+    "InputInfo",
+    "Plan",
+    "compile_graph",
+    "find_cycle",
+    "validate_inputs",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +40,31 @@ class Dep:
     """A merge: the candidate nodes in order; the first that produced an output feeds ``param``."""
     optional: bool = False
     """The node runs even if ``source`` produced nothing; ``param`` then gets ``nf.MISSING``."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoundResource:
+    """A resource with its factory's parameters resolved: other resources, and flow inputs."""
+
+    spec: ResourceSpec
+    resources: tuple[tuple[str, BoundResource], ...]
+    """Factory parameters fed by other resources."""
+    inputs: tuple[tuple[str, Any], ...]
+    """Factory parameters fed by flow inputs: ``(name, default or MISSING)``."""
+    key_inputs: tuple[tuple[str, Any], ...] = ()
+    """Every flow input it is built from, through other resources too: an instance per their values."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def all_inputs(self) -> dict[str, bool]:
+        """The flow inputs this resource depends on (through other resources too) -> required."""
+        found = {n: d is MISSING for n, d in self.inputs}
+        for _, r in self.resources:
+            for n, req in r.all_inputs().items():
+                found[n] = found.get(n, False) or req
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +83,8 @@ class GNode:
     """For a router: the branch names it may choose."""
     plain: bool = True
     """No control flow (router, map, loop, sub-flow): called directly."""
+    resources: tuple[tuple[str, BoundResource], ...] = ()
+    """Parameters fed by ``@flow.resource`` objects (never inputs, never validated or stored)."""
 
     @property
     def name(self) -> str:
@@ -84,6 +122,8 @@ class Graph:
     name: str
     nodes: Mapping[str, GNode]
     inputs: Mapping[str, InputInfo]
+    resources: Mapping[str, BoundResource] = field(default_factory=dict)
+    """The flow's resources (``@flow.resource``), by name."""
     _plans: dict[Any, Plan] = field(default_factory=dict, compare=False, repr=False)
     _views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """Caches of the front ends (e.g. the laid-out SVG): a graph never changes, so neither do they."""
@@ -198,8 +238,15 @@ def find_cycle(upstream: Mapping[str, Iterable[str]], among: Iterable[str]) -> l
     return [*cycle, cycle[0]]
 
 
-def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = True) -> Graph:
+def compile_graph(
+    name: str,
+    specs: Mapping[str, NodeSpec],
+    validate: bool = True,
+    resources: Mapping[str, ResourceSpec] | None = None,
+) -> Graph:
     """Resolve wiring, check for cycles, order topologically and build validators."""
+    bound = bind_resources(resources or {}, specs)
+    res_params: dict[str, list[tuple[str, BoundResource]]] = {}
     order = list(specs)
     position = {n: i for i, n in enumerate(order)}
     deps: dict[str, tuple[Dep, ...]] = {}
@@ -211,6 +258,11 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
     for n, spec in specs.items():
         ds = []
         for p in spec.params:
+            if p.source in bound and not (p.alternatives or p.optional):
+                res_params.setdefault(n, []).append((p.name, bound[p.source]))
+                for i, req in bound[p.source].all_inputs().items():
+                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
+                continue
             is_node = p.source in specs
             if p.alternatives or p.optional:
                 for s in p.alternatives or (p.source,):
@@ -259,8 +311,11 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
         spec = specs[n]
         checks: list[tuple[str, Validator]] = []
         check_return = None
+        used = tuple(res_params.get(n, ()))
         if validate:
             for p in spec.params:
+                if any(p.name == r for r, _ in used):
+                    continue  # a resource: never validated
                 hint = hints[n].get(p.name)
                 # A value from a node whose return hint is the same was validated on the way out.
                 if p.source in specs and "return" in hints[p.source] and hints[p.source]["return"] == hint:
@@ -281,10 +336,53 @@ def compile_graph(name: str, specs: Mapping[str, NodeSpec], validate: bool = Tru
             simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
             branches=branches.get(n, ()),
             plain=spec.plain,
+            resources=used,
         )
     names = sorted(set(inputs_req) | set(inputs_opt))
-    inputs = {i: InputInfo(i, tuple(inputs_req.get(i, ())), tuple(inputs_opt.get(i, ()))) for i in names}
-    return Graph(name=name, nodes=nodes, inputs=inputs)
+    inputs = {i: InputInfo(i, tuple(dict.fromkeys(inputs_req.get(i, ()))), tuple(inputs_opt.get(i, ()))) for i in names}
+    return Graph(name=name, nodes=nodes, inputs=inputs, resources=bound)
+
+
+def bind_resources(resources: Mapping[str, ResourceSpec], specs: Mapping[str, NodeSpec]) -> dict[str, BoundResource]:
+    """Resolve each resource factory's parameters: other resources, else flow inputs; never nodes."""
+    for r in resources:
+        if r in specs:
+            raise GraphError(
+                f"{r!r} is both a node and a resource of this flow; a parameter named {r!r} could not say "
+                f"which one it receives. Rename one of them (e.g. @flow.resource(name='{r}_client'))"
+            )
+    bound: dict[str, BoundResource] = {}
+
+    def bind(r: str, path: tuple[str, ...]) -> BoundResource:
+        if r in bound:
+            return bound[r]
+        if r in path:
+            cycle = [*path[path.index(r) :], r]
+            raise GraphError(f"resources depend on each other in a cycle: {' -> '.join(cycle)}")
+        spec = resources[r]
+        deps: list[tuple[str, BoundResource]] = []
+        ins: list[tuple[str, Any]] = []
+        for pname, default in spec.params:
+            if pname in resources:
+                deps.append((pname, bind(pname, (*path, r))))
+            elif pname in specs:
+                raise GraphError(
+                    f"resource {r!r}: parameter {pname!r} names a node, but a resource is built once per "
+                    f"event loop and shared by every run, so it can depend only on other resources and on "
+                    f"flow inputs; pass what it needs as a flow input, or make {r!r} a node"
+                )
+            else:
+                ins.append((pname, default))
+        keyed = dict(ins)
+        for _, dep in deps:
+            for n, d in dep.key_inputs:
+                keyed.setdefault(n, d)
+        found = bound[r] = BoundResource(spec, tuple(deps), tuple(ins), tuple(sorted(keyed.items())))
+        return found
+
+    for r in resources:
+        bind(r, ())
+    return bound
 
 
 def collect_branches(specs: Mapping[str, NodeSpec]) -> dict[str, tuple[str, ...]]:

@@ -31,7 +31,7 @@ class BatchProgress:
     """Where a batch stands. Read it from a renderer; only the batch writes it.
 
     ``total`` rows in the batch; ``resumed`` of them were taken from the store; ``succeeded`` and
-    ``failed`` finished in this call; ``in_flight`` are running; ``stopped`` says why the batch
+    ``failed`` finished in this call (``paused``: rows waiting for an answer, see ``flow.answer``); ``in_flight`` are running; ``stopped`` says why the batch
     stopped early (None while it runs normally).
     """
 
@@ -40,6 +40,7 @@ class BatchProgress:
     resumed: int = 0
     succeeded: int = 0
     failed: int = 0
+    paused: int = 0
     in_flight: int = 0
     started_at: float = field(default_factory=time.monotonic)
     finished_at: float | None = None
@@ -49,7 +50,7 @@ class BatchProgress:
     @property
     def done(self) -> int:
         """Rows finished (succeeded or failed), including those resumed from the store."""
-        return self.resumed + self.succeeded + self.failed
+        return self.resumed + self.succeeded + self.failed + self.paused
 
     @property
     def elapsed(self) -> float:
@@ -59,7 +60,7 @@ class BatchProgress:
     @property
     def rate(self) -> float | None:
         """Rows finished per second in this call (None before the first one)."""
-        n = self.succeeded + self.failed
+        n = self.succeeded + self.failed + self.paused
         elapsed = self.elapsed
         return n / elapsed if n and elapsed > 0 else None
 
@@ -74,8 +75,9 @@ class BatchProgress:
     def text(self) -> str:
         """One line: ``flow: 120/2000 done (3 failed), 16 in flight, 45.2 rows/s, ETA 41s``."""
         parts = [f"{self.flow}: {self.done}/{self.total} done"]
-        if self.failed:
-            parts[0] += f" ({self.failed} failed)"
+        if self.failed or self.paused:
+            bits = [f"{n} {what}" for n, what in ((self.failed, "failed"), (self.paused, "paused")) if n]
+            parts[0] += f" ({', '.join(bits)})"
         if self.resumed:
             parts.append(f"{self.resumed} from store")
         if self.finished_at is None:

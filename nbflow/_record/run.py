@@ -164,7 +164,10 @@ class NodeRecord:
 
     @property
     def error_message(self) -> str | None:
-        return None if self.error is None else str(self.error)
+        if self.error is None:
+            return None
+        notes = getattr(self.error, "__notes__", None)  # e.g. the @flow.resource hint for loop errors
+        return str(self.error) if not notes else "\n".join([str(self.error), *map(str, notes)])
 
     def __repr__(self) -> str:
         extra = ""

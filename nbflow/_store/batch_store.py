@@ -33,12 +33,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import StoreError
-from nbflow._core.secrets import Secret
-from nbflow._store.pickling import loads
+from nbflow._core.secrets import Redactor, Secret
+from nbflow._store.checkpoint import ensure_schema, write_whole_run
+from nbflow._store.pickling import dumps, loads
 from nbflow._store.sqlite import Transaction, open_db, store_error
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from nbflow._record.run import Run
 
 __all__ = ["SCHEMA_VERSION", "BatchStore", "StoredRow"]
 
@@ -89,6 +92,7 @@ class BatchStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
+        self._runs_ready = False  # the checkpoint tables exist (created with the first run written)
         self._db = open_db(self.path, timeout=5.0)
         try:
             self._db.executescript(_SCHEMA)
@@ -145,10 +149,18 @@ class BatchStore:
         data: Mapping[str, Any],
         *,
         secret_columns: Iterable[str] = (),
+        secrets: Iterable[str] = (),
+        run: Run | None = None,
     ) -> None:
-        """Write one finished row in its own transaction (replacing an earlier try of the same row)."""
+        """Write one finished row in its own transaction (replacing an earlier try of the same row).
+
+        ``secrets``: the texts of the row's secret values; they are redacted wherever they appear
+        (an output built from a key, an error message, a traceback). With ``run``, its whole record goes
+        in the same transaction (``nf.load_run(path, run_id)`` reads it).
+        """
         secret = set(secret_columns)
-        encoded = {k: ({_REDACTED: True} if k in secret else _encode(v)) for k, v in data.items()}
+        red = Redactor(secrets)
+        encoded = {k: ({_REDACTED: True} if k in secret else _encode(red.scrub(v), red)) for k, v in data.items()}
         text = json.dumps(encoded, allow_nan=True)
         with self._transaction():
             self._db.execute(
@@ -156,6 +168,11 @@ class BatchStore:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (batch_id, index, run_id, status, time.time(), text),
             )
+            if run is not None:
+                if not self._runs_ready:
+                    ensure_schema(self._db, self.path)
+                    self._runs_ready = True
+                write_whole_run(self._db, run)
 
     def rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> dict[int, StoredRow]:
         """The finished rows of a batch, by row index. Pickled values are decoded only if ``unpickle``.
@@ -228,11 +245,13 @@ def _json_exact(value: Any) -> bool:
     return False
 
 
-def _encode(value: Any) -> Any:
+def _encode(value: Any, red: Redactor | None = None) -> Any:
     if _json_exact(value):
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
+    if red:  # an object holding a secret's text (an attribute, an exception): the store pickler redacts it
+        return {_PICKLED: base64.b64encode(dumps(value, red)).decode("ascii")}
     return {_PICKLED: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")}
 
 

@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ from nbflow._core.events import (
     RunPaused,
 )
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import redact
+from nbflow._core.secrets import Redactor, redact
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.pickling import StoredError, dumps, loads
@@ -39,7 +40,7 @@ from nbflow._store.sqlite import Transaction, open_db, store_error
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["CheckpointStore", "load_run", "open_store"]
+__all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_whole_run"]
 
 SCHEMA_VERSION = 1
 
@@ -61,6 +62,86 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 """
 
 
+def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
+    """Create the checkpoint tables if needed (inside the caller's transaction); refuse a newer schema."""
+    for stmt in filter(str.strip, _SCHEMA.split(";")):
+        db.execute(stmt)
+    row = db.execute("SELECT value FROM nbflow_meta WHERE key='checkpoint_schema'").fetchone()
+    if row is None:
+        db.execute("INSERT INTO nbflow_meta VALUES ('checkpoint_schema', ?)", (str(SCHEMA_VERSION),))
+    elif int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(
+            f"store {str(path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); upgrade nbflow to read it"
+        )
+
+
+_RUN_SQL = (
+    "INSERT INTO checkpoint_runs VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
+    "status=excluded.status, pause_version=excluded.pause_version, answers=excluded.answers, "
+    "updated_at=excluded.updated_at"
+)
+_NODE_SQL = "INSERT OR REPLACE INTO checkpoint_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+_QUESTION_SQL = "INSERT OR REPLACE INTO checkpoint_questions VALUES (?,?,?,?)"
+
+
+def _run_params(run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
+    inputs = {k: redact(k, v) for k, v in run.inputs.items()}
+    return (
+        run.run_id,
+        run.flow,
+        run.status.value,
+        run.pause_version,
+        dumps(run.targets),
+        dump("inputs", inputs),
+        dumps(run.answers, red),
+        run.started_at,
+        time.time(),
+        dumps(list(run.nodes)),
+    )
+
+
+def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
+    output = dump(rec.name, rec.output) if rec.status is NodeStatus.SUCCEEDED else None
+    state = None
+    if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
+        state = dump(
+            rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
+        )
+    return (
+        run.run_id,
+        rec.name,
+        rec.status.value,
+        output,
+        rec.error_type,
+        red(rec.error_message) if rec.error_message is not None else None,
+        red(rec.traceback) if rec.traceback is not None else None,
+        rec.skip_reason,
+        rec.started_at,
+        rec.finished_at,
+        state,
+    )
+
+
+def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
+    """Write ``run`` (header, every node record, open questions) inside the caller's transaction on ``db``.
+
+    How a batch row's run reaches the store with its row (``flow.batch(..., store=, keep=)``). A value that
+    cannot be stored is left out of the record (the row itself says how the node ended).
+    """
+
+    red = Redactor.for_inputs(run._root.inputs)
+
+    def dump(what: str, value: Any) -> bytes | None:
+        try:
+            return dumps(value, red)
+        except Exception:
+            return None
+
+    db.execute(_RUN_SQL, _run_params(run, dump, red))
+    db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
+    db.executemany(_QUESTION_SQL, [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()])
+
+
 class CheckpointStore:
     """A SQLite file holding run checkpoints. Thread-safe; one transaction per state change."""
 
@@ -79,16 +160,7 @@ class CheckpointStore:
         self._db = open_db(self.path, timeout)
         try:
             with self._tx():
-                for stmt in filter(str.strip, _SCHEMA.split(";")):
-                    self._db.execute(stmt)
-                row = self._db.execute("SELECT value FROM nbflow_meta WHERE key='checkpoint_schema'").fetchone()
-                if row is None:
-                    self._db.execute("INSERT INTO nbflow_meta VALUES ('checkpoint_schema', ?)", (str(SCHEMA_VERSION),))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"store {str(self.path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); "
-                        f"upgrade nbflow to read it"
-                    )
+                ensure_schema(self._db, self.path)
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
 
@@ -120,64 +192,33 @@ class CheckpointStore:
             self.save_run(run)
         run.subscribe(partial(self.on_event, run))
 
-    def save_run(self, run: Run) -> None:
-        inputs = {k: redact(k, v) for k, v in run.inputs.items()}
-        self._write(
-            "INSERT INTO checkpoint_runs VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
-            "status=excluded.status, pause_version=excluded.pause_version, answers=excluded.answers, "
-            "updated_at=excluded.updated_at",
-            (
-                run.run_id,
-                run.flow,
-                run.status.value,
-                run.pause_version,
-                dumps(run.targets),
-                self._dump_checked("inputs", inputs),
-                dumps(run.answers),
-                run.started_at,
-                time.time(),
-                dumps(list(run.nodes)),
-            ),
-        )
+    def _redactor(self, run: Run) -> Redactor:
+        """The text of every secret input of the run (its root's): never written, wherever it shows up."""
+        return Redactor.for_inputs(run._root.inputs)
 
-    def _dump_checked(self, what: str, value: Any) -> bytes | None:
+    def save_run(self, run: Run) -> None:
+        red = self._redactor(run)
+        self._write(_RUN_SQL, _run_params(run, lambda what, v: self._dump_checked(what, v, red), red))
+
+    def _dump_checked(self, what: str, value: Any, redactor: Redactor | None = None) -> bytes | None:
         try:
-            return dumps(value)
+            return dumps(value, redactor)
         except Exception as exc:
             self.unstorable[what] = f"{type(value).__name__}: {type(exc).__name__}: {exc}"
             return None
 
     def save_node(self, run: Run, rec: NodeRecord) -> None:
-        output = self._dump_checked(rec.name, rec.output) if rec.status is NodeStatus.SUCCEEDED else None
-        state = None
-        if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
-            state = self._dump_checked(
-                rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
-            )
-        self._write(
-            "INSERT OR REPLACE INTO checkpoint_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                run.run_id,
-                rec.name,
-                rec.status.value,
-                output,
-                rec.error_type,
-                rec.error_message,
-                rec.traceback,
-                rec.skip_reason,
-                rec.started_at,
-                rec.finished_at,
-                state,
-            ),
-        )
+        red = self._redactor(run)
+        self._write(_NODE_SQL, _node_params(run, rec, lambda what, v: self._dump_checked(what, v, red), red))
 
     def save_questions(self, run: Run) -> None:
-        rows = [(run.run_id, k, dumps(q), 1) for k, q in run.pending.items()]
+        red = self._redactor(run)
+        rows = [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()]
         try:
             with self._tx():
                 self._db.execute("UPDATE checkpoint_questions SET open=0 WHERE run_id=?", (run.run_id,))
                 for row in rows:
-                    self._db.execute("INSERT OR REPLACE INTO checkpoint_questions VALUES (?,?,?,?)", row)
+                    self._db.execute(_QUESTION_SQL, row)
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 

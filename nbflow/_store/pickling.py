@@ -8,7 +8,7 @@ import pickle
 from typing import Any
 
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import REDACTED, Secret
+from nbflow._core.secrets import REDACTED, Redactor, Secret
 
 
 class StoredError(Exception):
@@ -36,13 +36,43 @@ class StorePickler(pickle.Pickler):
         return NotImplemented
 
 
+class _RedactingPickler(StorePickler):
+    """The store pickler, and every string holding a known secret's text is written redacted.
+
+    A ``str`` never reaches ``reducer_override``, but it does reach ``persistent_id``: a string with a
+    secret is written as a persistent id holding its redacted text, which ``loads`` turns back into a
+    string. Wherever it sits (an output, an object's attribute, a sub-flow's record), the text is gone.
+    """
+
+    def __init__(self, file: Any, protocol: int, redactor: Redactor) -> None:
+        super().__init__(file, protocol=protocol)
+        self._redactor = redactor
+
+    def persistent_id(self, obj: Any) -> Any:
+        if type(obj) is str and self._redactor.found_in(obj):
+            return (_REDACTED_TEXT_ID, self._redactor(obj))
+        return None
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, BaseException) and not isinstance(obj, StoredError):
+            return (StoredError, (type(obj).__name__, self._redactor(str(obj))))
+        return super().reducer_override(obj)
+
+
+_REDACTED_TEXT_ID = "nbflow-redacted-text"
+
+
 def _redacted() -> Any:
     return REDACTED
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
+    """Pickle ``value`` for a store; with a ``redactor``, the text of its secrets never reaches the bytes."""
     buf = io.BytesIO()
-    StorePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    if redactor:
+        _RedactingPickler(buf, pickle.HIGHEST_PROTOCOL, redactor).dump(value)
+    else:
+        StorePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return buf.getvalue()
 
 
@@ -65,6 +95,11 @@ _OLD_PATHS = {
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         return super().find_class(_OLD_PATHS.get(module, module), name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        if type(pid) is tuple and len(pid) == 2 and pid[0] == _REDACTED_TEXT_ID:
+            return pid[1]
+        raise pickle.UnpicklingError(f"unknown persistent id in a store value: {pid!r}")
 
 
 def loads(data: bytes | None) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nbflow._core.secrets import Redactor as _CoreRedactor
 from nbflow._core.secrets import is_secret_name
 
 __all__ = ["MASK", "Redactor", "is_secret_name", "mask_mapping"]
@@ -34,45 +35,8 @@ def _mask_nested(value: Any, depth: int = 0) -> Any:
     return value
 
 
-class Redactor:
-    """Replaces the text of known secret values (strings of 4+ characters) with the mask."""
+class Redactor(_CoreRedactor):
+    """The package's one redaction mechanism (``nbflow._core.secrets.Redactor``) with the widget's mask."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets: set[str] = set()
-        self.add(secrets)
-
-    def add(self, secrets: Iterable[str]) -> None:
-        for s in secrets:
-            if isinstance(s, str) and len(s) >= 4:
-                self._secrets.add(s)
-
-    def collect(self, values: Mapping[Any, Any]) -> None:
-        """Remember the string values of secret-named entries of ``values`` (recursively)."""
-        for k, v in values.items():
-            if is_secret_name(k):
-                self.add(_strings(v))
-            elif isinstance(v, Mapping):
-                self.collect(v)
-
-    def __call__(self, text: str) -> str:
-        for s in sorted(self._secrets, key=len, reverse=True):  # longest first: overlapping secrets
-            if s in text:
-                text = text.replace(s, MASK)
-        return text
-
-    def __bool__(self) -> bool:
-        return bool(self._secrets)
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    get = getattr(value, "get_secret_value", None)  # pydantic SecretStr
-    if callable(get):
-        inner = get()
-        return [inner] if isinstance(inner, str) else []
-    if isinstance(value, Mapping):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
+        super().__init__(secrets, MASK)

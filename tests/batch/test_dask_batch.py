@@ -64,7 +64,15 @@ def same(local: pd.DataFrame, remote: pd.DataFrame) -> None:
     assert list(remote.index) == list(local.index)
     pd.testing.assert_frame_equal(remote[cols], local[cols])
     assert remote["latency"].dtype == "float64" and remote["run_id"].is_unique
-    assert {k: v for k, v in remote.attrs.items()} == {k: v for k, v in local.attrs.items()}
+    assert {k: v for k, v in remote.attrs.items() if k != "nbflow_runs"} == {
+        k: v for k, v in local.attrs.items() if k != "nbflow_runs"
+    }
+    # the failed rows' runs came back from the workers (keep="failed"): open one like a local row
+    for frame in (remote, local):
+        failed_at = int((frame["status"] == "failed").to_numpy().argmax())
+        run = frame.nbflow.run(failed_at)
+        assert run.run_id == frame["run_id"].iloc[failed_at]
+        assert run.nodes["double"].error_type == "ValueError" and "bad row 3" in frame.nbflow.traceback(failed_at)
 
 
 def test_same_frame_as_a_local_batch_with_a_failing_row_and_a_grid(client: Any) -> None:

@@ -62,7 +62,7 @@ def test_run_is_coloured_by_state():
 
 
 def test_without_dot_a_warning_says_how_to_install_and_text_is_shown(monkeypatch):
-    monkeypatch.setattr(view.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr(view, "_warned", False)
     flow = _flow()
     with pytest.warns(nf.NbflowWarning, match="apt-get install graphviz"):

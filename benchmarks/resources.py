@@ -1,0 +1,111 @@
+"""What resources cost: the per-node lookup, and nothing for flows without resources.
+
+Same process, same run:
+* a 1,000-node chain of trivial async nodes, without resources (the engine's fast path) and with
+  every node taking one resource; the difference per node is the resource lookup in a run;
+* the lookup alone (``provide`` on its fast path: the instance already built on this loop) against
+  a hand-written baseline (awaiting a coroutine that returns a dict entry).
+
+    python benchmarks/resources.py [--nodes 1000] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import nbflow as nf
+from nbflow._engine.resources import provide, ready_kwargs
+
+
+def chain(n: int, with_resource: bool) -> nf.Flow:
+    flow = nf.Flow(f"chain_{with_resource}", validate=False)
+    if with_resource:
+
+        @flow.resource
+        def llm() -> object:
+            return object()
+
+    for i in range(n):
+        if with_resource:
+
+            async def f(x: int, llm: object) -> int:
+                return x + 1
+        else:
+
+            async def f(x: int) -> int:
+                return x + 1
+
+        flow.add(f, name=f"n{i}", inputs={"x": f"n{i - 1}" if i else "x0"})
+    return flow
+
+
+async def time_runs(flow: nf.Flow, repeat: int) -> float:
+    await flow.arun(x0=0, show=False)  # warm: graph compiled, resource built
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run = await flow.arun(x0=0, show=False)
+        times.append(time.perf_counter() - t0)
+        assert run.status is nf.RunStatus.SUCCEEDED
+    return statistics.median(times)
+
+
+async def lookup(flow: nf.Flow, calls: int) -> tuple[float, float]:
+    bound = flow.graph.resources["llm"]
+    inputs = {"x0": 0}
+    await provide(bound, inputs)
+    table = {"llm": object()}
+
+    async def baseline(name: str) -> object:
+        return table[name]
+
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        await baseline("llm")
+    base = (time.perf_counter() - t0) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        await provide(bound, inputs)
+    ours = (time.perf_counter() - t0) / calls
+    used = (("llm", bound),)
+    kwargs = {"x": 1}
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        ready_kwargs(kwargs, used, inputs)
+    fast = (time.perf_counter() - t0) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        d = kwargs.copy()
+        d["llm"] = table["llm"]
+    copy = (time.perf_counter() - t0) / calls
+    return ours, base, fast, copy
+
+
+async def main(nodes: int, repeat: int) -> None:
+    plain = chain(nodes, False)
+    used = chain(nodes, True)
+    t_plain = await time_runs(plain, repeat)
+    t_used = await time_runs(used, repeat)
+    t_plain2 = await time_runs(plain, repeat)  # again: how much runs of the same flow vary
+    ours, base, fast, copy = await lookup(used, 200_000)
+    print(f"chain of {nodes} nodes, median of {repeat} runs")
+    print(f"  no resources      : {t_plain / nodes * 1e6:6.2f} µs/node (again: {t_plain2 / nodes * 1e6:.2f})")
+    print(f"  one resource/node : {t_used / nodes * 1e6:6.2f} µs/node")
+    print(f"  difference        : {(t_used - t_plain) / nodes * 1e6:+6.2f} µs/node")
+    print(f"resource lookup (provide, built): {ours * 1e6:.3f} µs; baseline await of a dict get: {base * 1e6:.3f} µs")
+    print(f"  ratio {ours / base:.2f}x")
+    print(
+        f"engine's per-node path (ready_kwargs: copy + lookup): {fast * 1e6:.3f} µs; baseline copy + dict set: "
+        f"{copy * 1e6:.3f} µs; ratio {fast / copy:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=7)
+    a = p.parse_args()
+    asyncio.run(main(a.nodes, a.repeat))

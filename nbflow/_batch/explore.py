@@ -1,0 +1,176 @@
+"""``nf.explore(df)``: a batch result as a results explorer in the notebook.
+
+Per-variant status bars; a paged table (50 rows a page, sent as data, not as one HTML blob, so it stays
+fast at 10,000 rows) filtered by status and variant and sorted by latency or any numeric output
+(a score); clicking a row opens its run view beside the table (the row's run must have been kept:
+``keep=``, or ``store=``); "compare variants" shows each case once with every variant's outputs and
+status side by side; paused rows get their answer buttons inline. The DataFrame's own repr is untouched.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nbflow._batch.runs import NbflowAccessor
+from nbflow._core.errors import BatchError
+from nbflow._core.registry import flow_of
+from nbflow._core.secrets import is_secret_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["PAGE", "explore", "query"]
+
+PAGE = 50
+_MASK = "••••••"
+_STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
+_QUESTION = ("question_prompt", "question_options")
+
+
+def explore(frame: pd.DataFrame) -> Any:
+    """The results explorer widget for a batch frame (see the module docstring)."""
+    if "status" not in frame.columns or "run_id" not in frame.columns:
+        raise BatchError("nf.explore(df) takes a frame returned by flow.batch (it needs 'status' and 'run_id' columns)")
+    from nbflow.widgets.explorer import ExplorerView
+
+    accessor = NbflowAccessor(frame)
+    variants = _variant_labels(frame)
+    static = {
+        "statuses": sorted(frame["status"].astype(str).unique()),
+        "variants": sorted(set(variants)) if variants is not None else [],
+        "sorts": ["", *[f"{c} {d}" for c in _numeric(frame) for d in ("↓", "↑")]],
+    }
+
+    def open_row(pos: int) -> Any:
+        return accessor._run_of(frame.iloc[pos], frame.index[pos])
+
+    def answer(pos: int, value: Any) -> None:
+        run = accessor._run_of(frame.iloc[pos], frame.index[pos])
+        flow_of(run).answer(frame, {frame.index[pos]: value})
+
+    return ExplorerView(lambda request: query(frame, request), open_row, answer, static)
+
+
+def _variant_labels(frame: pd.DataFrame) -> list[str] | None:
+    keys = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
+    if not keys:
+        return None
+    if len(keys) == 1:
+        return [_short(v) for v in frame[keys[0]]]
+    return [
+        ", ".join(f"{k}={_short(v)}" for k, v in zip(keys, values, strict=True))
+        for values in frame[keys].itertuples(index=False)
+    ]
+
+
+def _numeric(frame: pd.DataFrame) -> list[str]:
+    outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    cols = [c for c in outputs if str(frame[c].dtype).startswith(("float", "int", "bool"))]
+    return [*cols, "latency"] if "latency" in frame.columns else cols
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cell(name: str, value: Any) -> Any:
+    if is_secret_name(name):
+        return _MASK
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, bool | int | float):
+        return round(value, 4) if isinstance(value, float) else value
+    return _short(value, 200)
+
+
+def query(frame: pd.DataFrame, request: dict[str, Any]) -> dict[str, Any]:
+    """The explorer's state for ``request`` (status, variant, sort, page, mode); pure, tested directly."""
+    request = {k: v for k, v in request.items() if v is not None}
+    status, variant, sort = request.get("status") or "", request.get("variant") or "", request.get("sort") or ""
+    mode = request.get("mode") or "rows"
+    positions = list(range(len(frame)))
+    variants = _variant_labels(frame)
+    if status:
+        st = frame["status"].astype(str).tolist()
+        positions = [p for p in positions if st[p] == status]
+    if variant and variants is not None:
+        positions = [p for p in positions if variants[p] == variant]
+    if sort:
+        col, direction = sort.rsplit(" ", 1)
+        if col in frame.columns:
+            values = frame[col].tolist()
+            present = [p for p in positions if values[p] == values[p] and values[p] is not None]
+            missing = [p for p in positions if p not in set(present)]
+            present.sort(key=lambda p: values[p], reverse=direction == "↓")
+            positions = present + missing
+    progress = _progress(frame, variants)
+    if mode == "compare" and variants is not None:
+        rows, columns = _compare(frame, positions, variants)
+    else:
+        rows, columns = _rows(frame, positions)
+    total = len(rows)
+    pages = max(1, -(-total // PAGE))
+    page = min(max(int(request.get("page") or 0), 0), pages - 1)
+    shown = rows[page * PAGE : (page + 1) * PAGE]
+    text = f"{page * PAGE + 1 if total else 0}–{page * PAGE + len(shown)} of {total}"
+    return {
+        "rows": shown,
+        "columns": columns,
+        "progress": progress,
+        "range_text": text,
+        "query": {"status": status, "variant": variant, "sort": sort, "page": page, "mode": mode},
+        "note": "" if total else "no rows match",
+    }
+
+
+def _rows(frame: pd.DataFrame, positions: list[int]) -> tuple[list[dict[str, Any]], list[str]]:
+    outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    inputs = [c for c in frame.columns if c not in outputs and c not in _STATUS_COLUMNS and c not in _QUESTION]
+    columns = [*inputs, *outputs, "status", "error_message", "latency"]
+    if "question_prompt" in frame.columns:
+        columns.append("question_prompt")
+    data = {c: frame[c].tolist() for c in columns}
+    options = frame["question_options"].tolist() if "question_options" in frame.columns else None
+    rows = []
+    for p in positions:
+        row: dict[str, Any] = {c: _cell(c, data[c][p]) for c in columns}
+        row["__pos"] = p
+        if options is not None and data["status"][p] == "paused" and isinstance(options[p], list):
+            row["__options"] = [str(o) for o in options[p]]
+        rows.append(row)
+    return rows, columns
+
+
+def _compare(frame: pd.DataFrame, positions: list[int], variants: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    grid = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
+    case_cols = [
+        c
+        for c in frame.columns
+        if c not in outputs and c not in grid and c not in _STATUS_COLUMNS and c not in _QUESTION
+    ]
+    names = sorted(set(variants))
+    columns = [*case_cols, *[f"{v}: {c}" for v in names for c in (*outputs, "status")]]
+    cases: dict[tuple[str, ...], dict[str, Any]] = {}
+    data = {c: frame[c].tolist() for c in {*case_cols, *outputs, "status"}}
+    for p in positions:
+        key = tuple(repr(data[c][p]) for c in case_cols)
+        row = cases.get(key)
+        if row is None:
+            row = cases[key] = {c: _cell(c, data[c][p]) for c in case_cols}
+            row["__pos"] = p
+        for c in (*outputs, "status"):
+            row[f"{variants[p]}: {c}"] = _cell(c, data[c][p])
+    return list(cases.values()), columns
+
+
+def _progress(frame: pd.DataFrame, variants: list[str] | None) -> list[dict[str, Any]]:
+    order = ("succeeded", "failed", "paused", "cancelled", "pending")
+    statuses = frame["status"].astype(str).tolist()
+    groups: dict[str, dict[str, int]] = {}
+    labels = variants if variants is not None else ["all rows"] * len(frame)
+    for label, st in zip(labels, statuses, strict=True):
+        counts = groups.setdefault(label, dict.fromkeys(order, 0))
+        counts[st] = counts.get(st, 0) + 1
+    return [{"label": label, "counts": counts} for label, counts in groups.items()]

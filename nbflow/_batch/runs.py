@@ -1,0 +1,226 @@
+"""Every batch row keeps its run: the runs a batch kept, and ``df.nbflow`` to open them.
+
+``flow.batch(..., keep="failed" | "all" | "none")`` keeps the full run record (every node's output, error,
+traceback, attempts, timings, skip reasons, map items) of the rows it says; paused rows are always kept
+(they are resumed from it). In memory a batch keeps at most ``keep_limit`` runs (10,000 by default); with
+``store=`` the kept runs are written to the store in the same transaction as their row, so
+``nf.load_run(store, run_id)`` and ``df.nbflow.run(i)`` work after a kernel restart.
+
+The frame finds its runs without holding them in a column: ``frame.attrs["nbflow_runs"]`` is the
+batch's ``RunArchive``, a ``str`` subclass so that ``to_parquet`` (which writes attrs as JSON) keeps
+working: it writes the archive's id. pandas copies attrs with ``deepcopy`` on every operation; an
+archive copies as itself, so filtering a frame costs nothing. Every archive is also registered by its
+id and by the prefix of its run ids (concatenated frames lose their attrs but keep ``run_id``; a frame
+read back from parquet in the same process finds its archive by id), and a frame made with a store
+names it in ``attrs["store"]``.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from nbflow._core.errors import BatchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbflow._record.run import Run
+
+__all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "RunArchive", "find_run", "register_accessor"]
+
+KEEP_CHOICES = ("failed", "all", "none")
+KEEP_LIMIT = 10_000
+
+# Archives by run-id prefix ("<prefix>-<row>"): weak, plus strong references to the most recent batches
+# so that a frame whose attrs were dropped (pd.concat of two batches) still finds its runs.
+_ARCHIVES: weakref.WeakValueDictionary[str, RunArchive] = weakref.WeakValueDictionary()
+_RECENT: collections.deque[RunArchive] = collections.deque(maxlen=8)
+
+
+class RunArchive(str):
+    """The run records one batch kept, by run id; bounded by ``limit`` in memory. Its text is its id."""
+
+    def __new__(cls, policy: str, limit: int, store: str | None, findable: bool = True) -> RunArchive:
+        return super().__new__(cls, f"nbflow-runs-{uuid.uuid4().hex[:12]}")
+
+    def __init__(self, policy: str, limit: int, store: str | None, findable: bool = True) -> None:
+        self.findable = findable  # False on a Dask worker: its runs travel back to the client's archive
+        self.policy = policy
+        self.limit = limit
+        self.store = store
+        self.runs: dict[str, Run] = {}
+        self.dropped = 0  # rows the policy wanted kept but the in-memory bound refused
+
+    def wants(self, status: str) -> bool:
+        """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
+        return status == "paused" or self.policy == "all" or (self.policy == "failed" and status != "succeeded")
+
+    def offer(self, run: Run, status: str) -> None:
+        """Keep ``run`` if the policy wants it and the bound allows."""
+        if not self.wants(status):
+            self.runs.pop(run.run_id, None)  # a resumed row that now succeeded under keep="failed"
+            return
+        if run.run_id not in self.runs and len(self.runs) >= self.limit:
+            self.dropped += 1
+            return
+        run._subscribers = []  # the batch's subscribers (progress, store) are done with it
+        self.runs[run.run_id] = run
+
+    def register(self, prefix: str) -> None:
+        if not self.findable:
+            return
+        _ARCHIVES[prefix] = self
+        _ARCHIVES[str(self)] = self
+        _RECENT.append(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RunArchive:
+        return self  # frame.attrs is deep-copied by pandas on every operation: share, never copy runs
+
+    def __copy__(self) -> RunArchive:
+        return self
+
+    def __repr__(self) -> str:
+        where = f", store={self.store!r}" if self.store else ""
+        return f"<RunArchive keep={self.policy!r}: {len(self.runs)} runs in memory{where}>"
+
+    def __reduce__(self) -> Any:
+        # A pickled frame (to_pickle, Dask) carries the archive's id, not its runs: they stay in this
+        # process (found by id) and in the store.
+        return (str, (str(self),))
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+
+def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
+    """The run of a row by its id: in the frame's archive, any live archive, or the frame's store."""
+    archive = frame.attrs.get("nbflow_runs")
+    if isinstance(archive, str) and not isinstance(archive, RunArchive):
+        archive = _ARCHIVES.get(archive)  # the id, read back from a file (to_parquet keeps attrs as JSON)
+    candidates = [archive] if isinstance(archive, RunArchive) else []
+    prefix = run_id.rsplit("-", 1)[0]
+    found = _ARCHIVES.get(prefix)
+    if found is not None:
+        candidates.append(found)
+    for a in candidates:
+        run = a.runs.get(run_id)
+        if run is not None:
+            return run
+    stores = [a.store for a in candidates if a.store] + [frame.attrs.get("store")]
+    for store in dict.fromkeys(s for s in stores if s):
+        run = _from_store(store, run_id)
+        if run is not None:
+            return run
+    return None
+
+
+def _from_store(store: str, run_id: str) -> Run | None:
+    from nbflow._core.errors import StoreError
+    from nbflow._store.checkpoint import load_run
+
+    try:
+        return load_run(store, run_id)
+    except StoreError:
+        return None
+
+
+class NbflowAccessor:
+    """``df.nbflow``: the runs behind a batch frame (see ``nbflow._batch.runs``)."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self._frame = frame
+
+    def _row(self, i: Any) -> pd.Series:
+        frame = self._frame
+        if "run_id" not in frame.columns:
+            raise BatchError(
+                "this frame has no 'run_id' column, so it is not (or no longer) a batch result; keep the "
+                "'run_id' column when you select columns to open rows' runs"
+            )
+        if i in frame.index:
+            row = frame.loc[i]
+            if not hasattr(row, "get") or getattr(row, "ndim", 1) != 1:
+                raise BatchError(f"index label {i!r} names several rows; use a position: df.nbflow.run(position)")
+            return row
+        if isinstance(i, int) and -len(frame) <= i < len(frame):
+            return frame.iloc[i]
+        raise BatchError(f"no row {i!r} in this frame (neither an index label nor a position of its {len(frame)} rows)")
+
+    def run(self, i: Any) -> Run:
+        """The run of row ``i`` (an index label, else a position); it displays as the run view."""
+        return self._run_of(self._row(i), i)
+
+    def _run_of(self, row: pd.Series, i: Any) -> Run:
+        run_id = row["run_id"]
+        if not isinstance(run_id, str):
+            raise BatchError(f"row {i!r} has no run (status {row.get('status')!r}): it never started")
+        run = find_run(self._frame, run_id)
+        if run is None:
+            archive = self._frame.attrs.get("nbflow_runs")
+            policy = archive.policy if isinstance(archive, RunArchive) else None
+            why = (
+                f"the batch kept runs with keep={policy!r}"
+                + (" (failed and paused rows only)" if policy == "failed" else "")
+                + (
+                    f" and at most {archive.limit} in memory"
+                    if isinstance(archive, RunArchive) and archive.dropped
+                    else ""
+                )
+                if policy
+                else "its runs are not in this process (a new kernel, or a frame read from a file)"
+            )
+            raise BatchError(
+                f"the run of row {i!r} ({run_id}, status {row.get('status')!r}) was not kept: {why}; run the batch "
+                f"with keep='all', or with store='runs.db' to keep every run on disk"
+            )
+        return run
+
+    def runs(self, mask: Any = None) -> list[Run]:
+        """The runs of the rows ``mask`` selects (a boolean Series/array, labels, or all rows)."""
+        frame = self._frame if mask is None else self._frame.loc[mask]
+        if "run_id" not in frame.columns:
+            self._row(None)  # the clear error
+        return [self._run_of(frame.iloc[p], frame.index[p]) for p in range(len(frame))]
+
+    def traceback(self, i: Any) -> str | None:
+        """The traceback of row ``i``'s failed node (None when the row did not fail)."""
+        row = self._row(i)
+        if row.get("status") != "failed":
+            return None
+        run = self.run(i)
+        node = row.get("error_node")
+        rec = run.nodes.get(node) if isinstance(node, str) else None
+        if rec is None:
+            rec = next((r for _, r in run.walk() if r.traceback), None)
+        return rec.traceback if rec is not None else None
+
+    def explore(self) -> Any:
+        """The results explorer for this frame (see ``nf.explore``)."""
+        from nbflow._batch.explore import explore
+
+        return explore(self._frame)
+
+
+_registered = False
+
+
+def register_accessor() -> None:
+    """Register ``DataFrame.nbflow`` (once; called when nbflow makes or loads a frame, or imports pandas)."""
+    global _registered
+    if _registered:
+        return
+    import pandas as pd
+
+    _registered = True
+    pd.api.extensions.register_dataframe_accessor("nbflow")(NbflowAccessor)
+
+
+if "pandas" in sys.modules:  # imported before nbflow (the usual notebook): df.nbflow works at once
+    register_accessor()

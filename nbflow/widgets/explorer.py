@@ -1,0 +1,204 @@
+"""The batch results explorer's front end: an anywidget (ES module, no build step) with a run view beside it.
+
+It knows nothing of batches: ``nbflow._batch.explore`` gives it a ``query(request) -> page`` function and
+an ``open(position) -> widget`` function. Every user action (filter, sort, page, a row click, compare, an
+answer) travels as a *custom message* (``model.send`` -> ``on_msg``): ipywidgets' per-model update
+throttle never holds those back, so every click is handled, also while a cell awaits
+(docs/widgets.md). The kernel answers by setting state, which the browser renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anywidget
+import ipywidgets as widgets
+import traitlets
+
+__all__ = ["ExplorerTable", "ExplorerView"]
+
+_ESM = r"""
+function h(tag, attrs = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v; else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v);
+  }
+  for (const kid of kids) el.append(kid instanceof Node ? kid : document.createTextNode(kid ?? ""));
+  return el;
+}
+const COLORS = { succeeded: "#2f9e44", failed: "#e03131", paused: "#f08c00", cancelled: "#868e96", pending: "#adb5bd" };
+
+function render({ model, el }) {
+  el.classList.add("nbflow-explorer");
+  const send = (msg) => model.send(msg);
+  const query = {};
+  const ask = (change) => { Object.assign(query, change); send({ type: "query", ...query }); };
+
+  function draw() {
+    el.replaceChildren();
+    const progress = model.get("progress");
+    const bars = h("div", { class: "nbx-bars" });
+    for (const p of progress) {
+      const bar = h("div", { class: "nbx-bar", title: JSON.stringify(p.counts) });
+      for (const [status, n] of Object.entries(p.counts)) {
+        if (!n) continue;
+        bar.append(h("span", { class: "nbx-seg", style: `flex:${n};background:${COLORS[status] || "#ced4da"}` }));
+      }
+      const text = Object.entries(p.counts).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(", ");
+      bars.append(h("div", { class: "nbx-bar-row" }, h("span", { class: "nbx-label" }, p.label), bar, h("span", { class: "nbx-count" }, text)));
+    }
+    el.append(bars);
+
+    const controls = h("div", { class: "nbx-controls" });
+    const select = (name, options, value) => {
+      const s = h("select", { class: `nbx-${name}`, onchange: (e) => ask({ [name]: e.target.value, page: 0 }) });
+      for (const [v, label] of options) {
+        const o = h("option", { value: v }, label); if (v === value) o.selected = true; s.append(o);
+      }
+      return s;
+    };
+    const st = model.get("statuses"), vs = model.get("variants"), q = model.get("query");
+    controls.append(
+      "status ", select("status", [["", "all"], ...st.map((s) => [s, s])], q.status || ""),
+      vs.length ? " variant " : "", vs.length ? select("variant", [["", "all"], ...vs.map((v) => [v, v])], q.variant || "") : "",
+      " sort ", select("sort", model.get("sorts").map((s) => [s, s || "row order"]), q.sort || ""),
+      h("button", { class: "nbx-mode", onclick: () => ask({ mode: q.mode === "compare" ? "rows" : "compare", page: 0 }) },
+        q.mode === "compare" ? "rows" : "compare variants"),
+      h("button", { class: "nbx-prev", onclick: () => ask({ page: Math.max(0, (q.page || 0) - 1) }) }, "‹"),
+      h("span", { class: "nbx-range" }, model.get("range_text")),
+      h("button", { class: "nbx-next", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›"),
+    );
+    el.append(controls);
+
+    const cols = model.get("columns");
+    const table = h("table", { class: "nbx-table" });
+    table.append(h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", {}, c)))));
+    const body = h("tbody");
+    for (const row of model.get("rows")) {
+      const tr = h("tr", { class: `nbx-row nbx-${row.status || ""}` + (row.__pos === model.get("selected") ? " nbx-selected" : ""),
+        "data-pos": row.__pos, onclick: () => send({ type: "open", pos: row.__pos }) });
+      for (const c of cols) {
+        const td = h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}` }, String(row[c] ?? ""));
+        if (c === "status") td.style.color = COLORS[row.status] || "";
+        tr.append(td);
+      }
+      if (row.__options && row.__options.length) {
+        const td = h("td", { class: "nbx-answer" });
+        for (const opt of row.__options) {
+          td.append(h("button", { class: "nbx-answer-btn", onclick: (e) => { e.stopPropagation(); send({ type: "answer", pos: row.__pos, answer: opt }); } }, opt));
+        }
+        tr.append(td);
+      }
+      body.append(tr);
+    }
+    table.append(body);
+    el.append(h("div", { class: "nbx-scroll" }, table));
+    const note = model.get("note");
+    if (note) el.append(h("div", { class: "nbx-note" }, note));
+  }
+  for (const name of ["rows", "columns", "progress", "range_text", "selected", "note", "query"]) model.on(`change:${name}`, draw);
+  draw();
+}
+export default { render };
+"""
+
+_CSS = """
+.nbflow-explorer { font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; color: var(--jp-ui-font-color1, #222); }
+.nbx-bar-row { display: flex; align-items: center; gap: 8px; margin: 2px 0; }
+.nbx-label { min-width: 90px; font-weight: 600; }
+.nbx-bar { display: flex; width: 260px; height: 10px; border-radius: 3px; overflow: hidden; background: var(--jp-layout-color2, #eee); }
+.nbx-count { color: var(--jp-ui-font-color2, #666); white-space: nowrap; }
+.nbx-controls { display: flex; align-items: center; gap: 6px; margin: 6px 0; flex-wrap: wrap; }
+.nbx-scroll { max-height: 460px; overflow: auto; border: 1px solid var(--jp-border-color2, #ddd); }
+.nbx-table { border-collapse: collapse; width: 100%; }
+.nbx-table th { position: sticky; top: 0; background: var(--jp-layout-color2, #f3f3f3); text-align: left; padding: 3px 6px; }
+.nbx-table td { padding: 3px 6px; border-top: 1px solid var(--jp-border-color2, #eee); max-width: 320px;
+  overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.nbx-row { cursor: pointer; }
+.nbx-row:hover { background: var(--jp-layout-color2, #f5f5f5); }
+.nbx-selected { outline: 2px solid var(--jp-brand-color1, #1971c2); }
+.nbx-note { color: var(--jp-ui-font-color2, #666); margin-top: 4px; }
+"""
+
+
+class ExplorerTable(anywidget.AnyWidget):
+    """The table half of the explorer: bars, controls and one page of rows (state set by the kernel)."""
+
+    _esm = _ESM
+    _css = _CSS
+    rows: traitlets.List[Any] = traitlets.List([]).tag(sync=True)
+    columns: traitlets.List[Any] = traitlets.List([]).tag(sync=True)
+    progress: traitlets.List[Any] = traitlets.List([]).tag(sync=True)
+    statuses: traitlets.List[Any] = traitlets.List([]).tag(sync=True)
+    variants: traitlets.List[Any] = traitlets.List([]).tag(sync=True)
+    sorts: traitlets.List[Any] = traitlets.List([]).tag(sync=True)
+    query = traitlets.Dict({}).tag(sync=True)
+    range_text = traitlets.Unicode("").tag(sync=True)
+    selected = traitlets.Int(-1).tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)
+
+
+class ExplorerView(widgets.HBox):
+    """The explorer: the table on the left, the selected row's run view on the right.
+
+    ``query(request)`` returns the state for a query (``rows``, ``columns``, ``range_text``, ...);
+    ``open(position)`` returns the widget to show for that row (its run view) or raises with the reason;
+    ``answer(position, answer)`` answers a paused row.
+    """
+
+    def __init__(
+        self,
+        query: Callable[[dict[str, Any]], dict[str, Any]],
+        open_row: Callable[[int], Any],
+        answer: Callable[[int, Any], None],
+        static: dict[str, Any],
+    ) -> None:
+        self.table = ExplorerTable(**static)
+        self.detail = widgets.Output(layout=widgets.Layout(width="50%", min_width="360px"))
+        self.table.layout = widgets.Layout(width="50%")
+        super().__init__([self.table, self.detail])
+        self._query_fn, self._open, self._answer = query, open_row, answer
+        self.handled = 0  # custom messages handled (the browser test reads it through the page)
+        self.table.on_msg(self._on_msg)
+        self._apply({"page": 0})
+
+    def _apply(self, request: dict[str, Any]) -> None:
+        state = self._query_fn(request)
+        with self.table.hold_sync():
+            for k, v in state.items():
+                setattr(self.table, k, v)
+
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        self.handled += 1
+        kind = content.get("type")
+        if kind == "query":
+            self._apply({k: v for k, v in content.items() if k != "type"})
+        elif kind == "open":
+            self.show(int(content["pos"]))
+        elif kind == "answer":
+            pos = int(content["pos"])
+            self._answer(pos, content.get("answer"))
+            self._apply(dict(self.table.query))
+            self.show(pos)
+
+    def show(self, pos: int) -> None:
+        """Show row ``pos``'s run view beside the table."""
+        from IPython.display import display
+
+        self.table.selected = pos
+        self.detail.clear_output()
+        with self.detail:
+            try:
+                display(self._open(pos))
+            except Exception as exc:  # a row whose run was not kept: say why, in place
+                display(widgets.HTML(f"<div style='padding:6px'>{type(exc).__name__}: {_esc(str(exc))}</div>"))
+
+
+def _esc(text: str) -> str:
+    import html
+
+    return html.escape(text)

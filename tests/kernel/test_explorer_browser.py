@@ -1,0 +1,124 @@
+"""The batch results explorer in a real browser: JupyterLab + headless Chromium (Playwright).
+
+Filter to failed rows, click one and see its traceback in the run view beside the table; compare a case
+across variants; answer a paused row; and click three times while the cell is still awaiting (every click
+is a custom message, which ipywidgets' update throttle never holds back). Screenshot:
+docs/img/explorer.png (with NBFLOW_UPDATE_DOCS=1) and tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.kernel.test_widgets_browser import ARGS, CHROMIUM, ROOT, lab  # noqa: F401  (lab is a fixture)
+
+CELLS = [
+    """import asyncio
+import nbflow as nf
+
+flow = nf.Flow("support_eval")
+
+
+@flow.node
+def answer(question: str, prompt: str) -> str:
+    if question.endswith("3"):
+        raise RuntimeError(f"judge crashed on {question}")
+    return f"{prompt}: {question}"
+
+
+@flow.node
+def score(answer: str) -> float:
+    return len(answer) % 7 / 7
+
+
+df = flow.batch([{"question": f"q{i}"} for i in range(20)], grid={"prompt": ["terse", "steps"]}, progress=False)
+nf.explore(df)""",
+    """approval = nf.Flow("approval_rows")
+
+
+@approval.node
+async def review(topic: str) -> str:
+    return await nf.ask(f"Publish {topic}?", options=["yes", "no"])
+
+
+pdf = approval.batch([{"topic": "tea"}, {"topic": "cake"}], progress=False)
+nf.explore(pdf)""",
+    """live = nf.explore(df)
+display(live)
+await asyncio.sleep(25)  # the cell is still running: clicks must be handled all the same
+print("handled during the await:", live.handled)""",
+]
+
+
+@pytest.mark.browser
+def test_explorer_in_jupyterlab(lab: tuple[str, str, Path]) -> None:  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, work = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, work / "explore.ipynb")
+    folders = [ROOT / "tests" / "artifacts"]
+    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
+        folders.append(ROOT / "docs" / "img")
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    wait = {"timeout": 30_000}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.goto(f"{base}/lab/tree/explore.ipynb?reset&token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_function(
+                """() => { const a = window.jupyterapp; if (!a) return false;
+                const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
+                  && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
+                timeout=60_000,
+            )
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            explorer = page.locator(".nbflow-explorer").first
+            expect(explorer.locator("tr.nbx-row").first).to_be_visible(timeout=90_000)
+            expect(explorer.locator(".nbx-range")).to_have_text("1–40 of 40", **wait)
+
+            # filter to failed rows, click one: its run view, with the traceback, opens beside the table
+            explorer.locator("select.nbx-status").select_option("failed")
+            expect(explorer.locator(".nbx-range")).to_have_text("1–4 of 4", **wait)
+            explorer.locator("tr.nbx-row").first.click()
+            cell = page.locator(".jp-Cell").first
+            detail = cell.locator(".nbflow-runview").first
+            expect(detail).to_contain_text("judge crashed on q3", timeout=60_000)
+            expect(detail).to_contain_text("RuntimeError", **wait)
+            expect(explorer.locator("tr.nbx-selected")).to_have_count(1, **wait)
+            time.sleep(0.3)
+            for folder in folders:
+                cell.locator(".jp-OutputArea").first.screenshot(path=str(folder / "explorer.png"))
+
+            # compare: each case once, every variant's outputs side by side
+            explorer.locator("select.nbx-status").select_option("")
+            explorer.locator("button.nbx-mode").click()
+            expect(explorer.locator("th", has_text="terse: status")).to_be_visible(**wait)
+            expect(explorer.locator("th", has_text="steps: score")).to_be_visible(**wait)
+            expect(explorer.locator(".nbx-range")).to_have_text("1–20 of 20", **wait)
+
+            # a paused row is answered inline
+            paused = page.locator(".nbflow-explorer").nth(1)
+            expect(paused.locator("button.nbx-answer-btn")).to_have_count(4, **wait)
+            paused.locator("tr.nbx-row").nth(1).locator("button.nbx-answer-btn", has_text="no").click()
+            expect(paused.locator("tr.nbx-row").nth(1).locator(".nbx-col-status")).to_have_text("succeeded", **wait)
+            expect(paused.locator("tr.nbx-row").nth(0).locator(".nbx-col-status")).to_have_text("paused", **wait)
+
+            # three clicks while the third cell still awaits: every one handled
+            live = page.locator(".nbflow-explorer").nth(2)
+            expect(live.locator("tr.nbx-row").first).to_be_visible(**wait)
+            for i in (2, 5, 3):
+                live.locator("tr.nbx-row").nth(i).click()
+                expect(live.locator("tr.nbx-selected")).to_have_attribute("data-pos", str(i), **wait)
+            expect(page.locator(".jp-Cell").nth(2)).to_contain_text("handled during the await: 3", timeout=60_000)
+        finally:
+            browser.close()

@@ -1,0 +1,93 @@
+"""The batch results explorer (nf.explore): queries, a click opening a row's run view, compare, answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import nbflow as nf
+from nbflow._batch.explore import PAGE, query
+from tests.helpers import widget_comm
+
+
+@pytest.fixture
+def comm_log(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    return widget_comm.install(monkeypatch)
+
+
+def scored_flow() -> nf.Flow:
+    flow = nf.Flow("explore_eval")
+
+    @flow.node
+    def answer(question: str, prompt: str) -> str:
+        if question.endswith("7"):
+            raise RuntimeError(f"judge crashed on {question}")
+        return f"{prompt}: {question}"
+
+    @flow.node
+    def score(answer: str, question: str) -> float:
+        return (int(question[1:]) % 10) / 10
+
+    return flow
+
+
+def batch_frame(n: int = 30) -> Any:
+    rows = [{"question": f"q{i}", "api_key": "sk-SECRET-123"} for i in range(n)]
+    return scored_flow().batch(rows, grid={"prompt": ["terse", "steps"]}, progress=False)
+
+
+def test_query_filters_sorts_pages_and_masks_secrets() -> None:
+    df = batch_frame(60)  # 120 rows, 12 failed
+    state = query(df, {"status": "failed"})
+    assert state["range_text"] == "1–12 of 12" and {r["status"] for r in state["rows"]} == {"failed"}
+    assert all("judge crashed" in r["error_message"] for r in state["rows"])
+    assert {r["api_key"] for r in state["rows"]} == {"••••••"}  # a secret-named column never reaches the browser
+    steps = query(df, {"variant": "steps", "sort": "score ↓"})
+    scores = [r["score"] for r in steps["rows"] if r["score"] != ""]
+    assert scores == sorted(scores, reverse=True) and steps["range_text"] == f"1–{PAGE} of 60"
+    last = query(df, {"variant": "steps", "page": 99})  # clamped to the last page
+    assert last["query"]["page"] == 1 and last["range_text"] == "51–60 of 60"
+    assert [p["label"] for p in state["progress"]] == ["terse", "steps"]
+    assert state["progress"][0]["counts"]["failed"] == 6 and state["progress"][0]["counts"]["succeeded"] == 54
+
+
+def test_compare_shows_each_case_once_with_every_variant() -> None:
+    df = batch_frame(10)
+    state = query(df, {"mode": "compare"})
+    assert state["range_text"] == "1–10 of 10"
+    row = next(r for r in state["rows"] if r["question"] == "q3")
+    assert row["terse: score"] == row["steps: score"] == 0.3
+    assert row["terse: status"] == row["steps: status"] == "succeeded"
+
+
+def test_a_click_opens_the_rows_run_view_beside_the_table(comm_log: list[Any]) -> None:
+    df = batch_frame(10)
+    view = nf.explore(df)
+    failed_pos = int((df["status"] == "failed").to_numpy().argmax())
+    shown: list[Any] = []
+    view._open_shown = shown
+    original = view._open
+    view._open = lambda pos: shown.append(original(pos)) or shown[-1]
+    for pos in (failed_pos, 0, failed_pos):  # three clicks: every one is handled (custom messages)
+        view.table._handle_custom_msg({"type": "open", "pos": pos}, [])
+    assert view.handled == 3 and view.table.selected == failed_pos
+    assert [type(x).__name__ for x in shown[0:1]] == ["Run"]
+    assert shown[0].nodes["answer"].error_type == "RuntimeError"
+    view.table._handle_custom_msg({"type": "query", "status": "failed", "page": 0}, [])
+    assert {r["status"] for r in view.table.rows} == {"failed"} and view.handled == 4
+
+
+def test_answering_a_paused_row_in_the_explorer(comm_log: list[Any]) -> None:
+    flow = nf.Flow("explore_pause")
+
+    @flow.node
+    async def review(topic: str) -> str:
+        return await nf.ask(f"OK {topic}?", options=["yes", "no"])
+
+    df = flow.batch([{"topic": "a"}, {"topic": "b"}], progress=False)
+    view = nf.explore(df)
+    assert view.table.rows[0]["__options"] == ["yes", "no"]
+    view.table._handle_custom_msg({"type": "answer", "pos": 1, "answer": "no"}, [])
+    assert list(df["status"]) == ["paused", "succeeded"] and df.loc[1, "review"] == "no"
+    assert view.table.rows[1]["status"] == "succeeded" and "__options" not in view.table.rows[1]
