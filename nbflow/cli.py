@@ -542,7 +542,8 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
     for idx, row in frame[frame["status"] == "failed"].head(10).iterrows():
         out.print(
             _text(
-                f"row {idx}: node {row['error_node']!r} failed: {row['error_type']}: {_clip(str(row['error_message']), False)}",
+                f"row {idx} (run {row['run_id']}): node {row['error_node']!r} failed: {row['error_type']}: "
+                f"{_clip(str(row['error_message']), False)}",
                 "red",
             )
         )
@@ -567,14 +568,17 @@ def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
 
     with BatchStore(path) as store:
         batches = store.batches()
+        # Runs that batch rows kept are listed with their batch, not one line each among the runs.
+        of_rows = {r.run_id for b in batches for r in store.rows(b["batch_id"], unpickle=False).values() if r.run_id}
     if not runs and not batches:
         out.print(_text(f"{path}: no runs or batches stored"))
         return OK
-    if runs:
+    alone = [r for r in runs if r[0] not in of_rows]
+    if alone:
         table = Table(title="runs", title_justify="left", show_edge=False, pad_edge=False)
         for col in ("run_id", "flow", "status"):
             table.add_column(col)
-        for run_id, flow, status in runs:
+        for run_id, flow, status in alone:
             table.add_row(run_id, flow, _text(status, _SYMBOL.get(status, ("", ""))[1]))
         out.print(table)
     if batches:
@@ -585,6 +589,9 @@ def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
             created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b["created_at"]))
             table.add_row(b["batch_id"], b["flow"], created, f"{b['finished']}/{b['n_rows']}")
         out.print(table)
+    kept = len(runs) - len(alone)
+    if kept:
+        out.print(_text(f"(and {kept} runs kept by batch rows: `nbflow show {path} RUN_ID` opens one)", "dim"))
     return OK
 
 

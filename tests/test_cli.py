@@ -218,9 +218,16 @@ def test_batch_from_csv_to_parquet_with_a_store(project: Path) -> None:
         ln.split()[0] for ln in listed.stdout.splitlines() if ln.startswith("qa-")
     )
     assert any(ln.startswith(batch_id) and "6/6" in ln for ln in listed.stdout.splitlines())
+    assert "runs kept by batch rows" in listed.stdout
+    assert "run_id" not in listed.stdout  # the rows' runs are not listed one by one among the runs
     shown = nbflow(project, "show", "runs.db", batch_id)
     assert shown.returncode == 0
     assert "6 finished rows (4 succeeded, 2 failed)" in shown.stdout
+    failed_run = next(rid for rid, st in zip(frame["run_id"], frame["status"], strict=True) if st == "failed")
+    assert f"(run {failed_run}): node 'answer' failed: ValueError" in shown.stdout
+    row_run = nbflow(project, "show", "runs.db", failed_run)  # a batch row's run opens as a tree
+    assert row_run.returncode == 0, row_run.stderr
+    assert "✗ answer" in row_run.stdout and SECRET not in row_run.stdout
 
 
 def _stored_rows(db: Path) -> int:
