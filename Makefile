@@ -42,3 +42,4 @@ browser: setup
 bench: setup
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/batch_throughput.py
+	$(PY) benchmarks/tracing_overhead.py

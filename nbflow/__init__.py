@@ -49,6 +49,7 @@ from nbflow._core.events import NodeRetrying as NodeRetrying
 from nbflow._core.events import NodeSkipped as NodeSkipped
 from nbflow._core.events import NodeStarted as NodeStarted
 from nbflow._core.events import NodeSucceeded as NodeSucceeded
+from nbflow._core.events import NodeUsage as NodeUsage
 from nbflow._core.events import RunFinished as RunFinished
 from nbflow._core.events import RunPaused as RunPaused
 from nbflow._core.events import RunStarted as RunStarted
@@ -143,6 +144,7 @@ __all__ = [
     "NodeStillRunningWarning",
     "NodeSucceeded",
     "NodeTimeoutError",
+    "NodeUsage",
     "ProcessNodeError",
     "Question",
     "ResourceError",

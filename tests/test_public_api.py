@@ -56,6 +56,7 @@ EXPECTED = {
     "NodeStatus",
     "NodeSucceeded",
     "NodeTimeoutError",
+    "NodeUsage",
     "Question",
     "ResourceError",
     "ResumeConflictError",

@@ -28,6 +28,7 @@ from nbflow._batch.experiments import experiment_meta, record_experiment
 from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
+from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name
 from nbflow._engine.caching import node_fingerprints
@@ -73,6 +74,7 @@ def batch(
     max_cooldowns: int = 3,
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
+    trace: Any = None,
 ) -> pd.DataFrame:
     """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
 
@@ -108,7 +110,9 @@ def batch(
     without a store), ``"all"`` (the default with a store, where they are written with their row) or
     ``"none"``; at most ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see
     docs/batch.md). ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
-    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md.
+    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md. ``trace`` sends
+    each row's spans to OpenTelemetry (as in ``flow.run``; the spans carry the batch id, row and
+    variant; docs/tracing.md).
 
     Raises BatchError / MissingColumnError before anything runs if the rows cannot feed the flow.
     On Ctrl-C or a kernel interrupt raises BatchInterrupted, whose ``.frame`` keeps every finished row.
@@ -130,6 +134,7 @@ def batch(
         chunk_size,
         keep,
         keep_limit,
+        trace,
     )
     _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
@@ -174,6 +179,7 @@ async def abatch(
     max_cooldowns: int = 3,
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
+    trace: Any = None,
 ) -> pd.DataFrame:
     """Like ``flow.batch`` (same options and result) on the running event loop.
 
@@ -198,6 +204,7 @@ async def abatch(
         chunk_size,
         keep,
         keep_limit,
+        trace,
     )
     _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
@@ -221,6 +228,7 @@ def _options(
     chunk_size: int | None = None,
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
+    trace: Any = None,
 ) -> Options:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise BatchError(f"concurrency= is the number of rows in flight, a positive int; got {concurrency!r}")
@@ -262,6 +270,13 @@ def _options(
         )
     if not isinstance(keep_limit, int) or isinstance(keep_limit, bool) or keep_limit < 0:
         raise BatchError(f"keep_limit= is the number of run records kept in memory, an int >= 0; got {keep_limit!r}")
+    if trace is not None and trace is not False:
+        check_trace(trace, "flow.batch(trace=...)")
+        if executor is not None:
+            raise BatchError(
+                "trace= cannot follow rows to Dask workers (a tracer provider lives in one process); set up "
+                "tracing on the workers (nbflow.config.trace = 'otel' there) or run the batch locally"
+            )
     return Options(
         concurrency,
         outputs,
@@ -277,8 +292,9 @@ def _options(
         progress,
         executor,
         chunk_size,
-        keep,
-        keep_limit,
+        keep=keep,
+        keep_limit=keep_limit,
+        trace=trace,
     )
 
 

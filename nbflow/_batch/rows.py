@@ -18,6 +18,7 @@ import anyio
 from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
+from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
@@ -80,6 +81,7 @@ class Options:
     notes: str | None = None
     cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
     max_cooldowns: int = 3
+    trace: Any = None  # OpenTelemetry spans per row (nbflow/otel.py); None: nbflow.config.trace
 
 
 @dataclass(slots=True)
@@ -127,6 +129,11 @@ async def run_rows(
     archive = state.archive
     if archive is not None:
         archive.register(prefix)
+    trace_row = None
+    if opts.trace is not None or config.trace is not None:  # off: not even an import
+        from nbflow.otel import row_attacher
+
+        trace_row = row_attacher(opts.trace, state.batch_id, cases.grid_keys, secret)
 
     async def one(case: Case) -> tuple[Run, bool]:
         # The same path as flow.arun after its checks: the batch planned every row up front.
@@ -134,6 +141,8 @@ async def run_rows(
         run.graph = graph
         run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
         SAMPLE.set(case.sample)  # this worker task's context: the keys of cache="per-sample" nodes
+        if trace_row is not None:
+            trace_row(run, case)
         state.running[case.index] = run  # left there if cancelled: the partial frame reads it
         timed_out = False
         if row_timeout is None:

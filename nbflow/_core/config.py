@@ -7,7 +7,7 @@ from typing import Any
 
 from nbflow._core.errors import ConfigError
 
-__all__ = ["Config", "config"]
+__all__ = ["Config", "check_trace", "config"]
 
 
 @dataclass(slots=True)
@@ -17,7 +17,9 @@ class Config:
     ``show``: in a notebook, ``flow.run``/``arun``/``start`` display the live run view (a per-call
     ``show=`` wins). ``widgets``: displaying a Run or RunHandle in a notebook shows the interactive
     widget; False shows the static SVG instead. ``redraw_interval``: the live view redraws at most
-    once per this many seconds (events in between are coalesced).
+    once per this many seconds (events in between are coalesced). ``trace``: ``"otel"`` sends
+    every run's spans to OpenTelemetry's global tracer provider, or set a ``TracerProvider`` (needs
+    ``pip install 'nbflow[otel]'``; a per-call ``trace=`` wins; None: off). See docs/tracing.md.
 
     ``raise_on_failure``: ``flow.run`` raises ``RunFailedError`` when the run did not succeed (for
     script-like notebooks that should stop at the first failed cell). ``check_mutation``: fingerprint
@@ -32,6 +34,7 @@ class Config:
     raise_on_failure: bool = False
     check_mutation: bool = False
     process_workers: int | None = None
+    trace: Any = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if (
@@ -51,7 +54,30 @@ class Config:
                 f"nbflow.config.redraw_interval must be a number of seconds in (0, 60], got {value!r} "
                 f"(e.g. 0.25: at most four redraws a second)"
             )
+        if name == "trace" and value is not None:
+            value = check_trace(value, "nbflow.config.trace")
         object.__setattr__(self, name, value)  # an unknown name fails here (slots): no silent typos
+
+
+def check_trace(value: Any, where: str) -> Any:
+    """``value`` if it is a trace option (``"otel"``, a TracerProvider, a Tracer, None or False); else ConfigError."""
+    if value is None or value is False:
+        return value
+    if value == "otel":
+        try:
+            import opentelemetry.trace  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                f"{where} = 'otel' needs the OpenTelemetry SDK, which is not installed; "
+                f"install it with: pip install 'nbflow[otel]'"
+            ) from None
+        return value
+    if callable(getattr(value, "get_tracer", None)) or callable(getattr(value, "start_span", None)):
+        return value
+    raise ConfigError(
+        f'{where} must be "otel" (OpenTelemetry\'s global tracer provider), a TracerProvider, a Tracer, '
+        f"or None/False (off); got {value!r}"
+    )
 
 
 config = Config()

@@ -20,6 +20,7 @@ __all__ = [
     "NodeSkipped",
     "NodeStarted",
     "NodeSucceeded",
+    "NodeUsage",
     "RunFinished",
     "RunPaused",
     "RunStarted",
@@ -113,3 +114,19 @@ class RunPaused(Event):
 
     questions: tuple[Question, ...]
     version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeUsage(NodeEvent):
+    """The node reported model usage with ``nf.usage(...)`` (one event per call; a node may report several).
+
+    Emitted on the top-level run; ``node`` is the node's path (``"sub.node"`` in a sub-flow,
+    ``"node[3]"`` for item 3 of a map). ``attempt`` is the node's attempt then (None for map items
+    and loop iterations). Counts the caller did not give are None.
+    """
+
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    attempt: int | None = None

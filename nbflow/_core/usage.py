@@ -11,18 +11,21 @@ from __future__ import annotations
 import contextvars
 import math
 import numbers
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from nbflow._core.errors import NbflowError, RunnerError
+from nbflow._core.events import NodeUsage
 
-__all__ = ["CURRENT_NODE", "ROW", "USAGE_COLUMNS", "Usage", "UsageError", "row_usage", "usage"]
+__all__ = ["CURRENT_NODE", "CURRENT_RUN", "ROW", "USAGE_COLUMNS", "Usage", "UsageError", "row_usage", "usage"]
 
 # Columns a batch adds when its nodes reported usage. ``cost`` is NaN when a call reported no cost.
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost")
 
 CURRENT_NODE: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_node", default=None)
+CURRENT_RUN: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_run", default=None)  # the node's run
 ROW: contextvars.ContextVar[list[tuple[Any, Any]] | None] = contextvars.ContextVar("nbflow_row_usage", default=None)
 
 
@@ -121,6 +124,21 @@ def usage(
         if row is not None:
             row.append((rec, attempt))
     attempt.usage.add(n_in, n_out, float(cost) if cost is not None else None, model)
+    run = CURRENT_RUN.get()
+    root = run._root if run is not None else None
+    if root is not None and root._subscribers:  # tracing (nbflow.otel) puts GenAI usage on the node's span
+        root._emit(
+            NodeUsage(
+                run_id=root.run_id,
+                time=time.time(),
+                node=run._path + rec.name,
+                model=model,
+                input_tokens=n_in if input_tokens is not None else None,  # None: not reported
+                output_tokens=n_out if output_tokens is not None else None,
+                cost=None if cost is None else float(cost),
+                attempt=len(rec.attempts),
+            )
+        )
 
 
 def row_usage(entries: list[tuple[Any, Any]]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import anyio
 
 from nbflow._core.events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunPaused, RunStarted
 from nbflow._core.states import NODE_FINAL, NodeStatus, RunStatus
-from nbflow._core.usage import CURRENT_NODE
+from nbflow._core.usage import CURRENT_NODE, CURRENT_RUN
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
 from nbflow._engine.ask import ACTIVE, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
@@ -219,6 +219,7 @@ class _Scheduler:
         run = self.run
         special = self.special
         budget = _INLINE_BUDGET
+        CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
         try:
             while name is not None:
                 g = nodes[name]

@@ -530,6 +530,7 @@ class Flow:
         store: Any = None,
         keep: Iterable[str] | str | None = None,
         save: Mapping[str, Any] | None = None,
+        trace: Any = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
         merged = dict(inputs or {})
         merged.update(kw)
@@ -565,6 +566,10 @@ class Flow:
             attach_save(run, saving)
         if kept is not None:
             attach_keep(run, graph, kept)
+        if trace is not None or config.trace is not None:  # off: not even an import (docs/tracing.md)
+            from nbflow.otel import attach
+
+            attach(run, trace, where=f"flow {self.name!r}: trace=")
         store = store if store is not None else self.store
         if store is not None:
             open_store(store).track(run)
@@ -638,6 +643,7 @@ class Flow:
         show: bool | None = None,
         keep: Iterable[str] | str | None = None,
         save: Mapping[str, Any] | None = None,
+        trace: Any = None,
         **kw: Any,
     ) -> Run:
         """Run the flow on the current event loop and return its Run record.
@@ -653,10 +659,15 @@ class Flow:
 
         In a notebook the live run view is displayed unless ``show=False`` (or ``nbflow.config.show =
         False``); elsewhere ``show=True`` prints a compact text progress to stderr.
+
+        ``trace`` sends the run's spans to OpenTelemetry: ``"otel"`` (the global tracer provider), a
+        TracerProvider, or False (off for this call); default ``nbflow.config.trace``. See docs/tracing.md.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "arun")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
+        graph, plan, run, merged, overrides = self._prepare(
+            inputs, kw, targets, overrides, on_event, store, keep, save, trace
+        )
         auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
@@ -674,20 +685,24 @@ class Flow:
         show: bool | None = None,
         keep: Iterable[str] | str | None = None,
         save: Mapping[str, Any] | None = None,
+        trace: Any = None,
         **kw: Any,
     ) -> Run:
         """Run the flow and block until it ends; works in a script and in a notebook cell.
 
         In a notebook the flow runs on a worker thread's loop (the kernel's loop is busy running the
         cell); interrupting the kernel cancels it and raises RunInterrupted, whose ``.run`` holds
-        every finished output. ``timeout`` is the run's deadline and ``show`` the live view, as in ``arun``.
+        every finished output. ``timeout`` (the run's deadline), ``show`` (the live view) and ``trace``
+        as in ``arun``.
         ``keep=[...]`` keeps only those nodes' outputs (the others are dropped once nothing needs them).
         ``save={"features": "out/features.parquet"}`` writes outputs to files (``run.saved``; ``nf.load``).
         With ``nf.config.raise_on_failure`` a run that did not succeed raises ``RunFailedError``.
         """
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "run")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
+        graph, plan, run, merged, overrides = self._prepare(
+            inputs, kw, targets, overrides, on_event, store, keep, save, trace
+        )
         auto_show(run, None, show)
         done = run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
         if config.raise_on_failure and done.status is not RunStatus.SUCCEEDED:
@@ -708,12 +723,13 @@ class Flow:
         show: bool | None = None,
         keep: Iterable[str] | str | None = None,
         save: Mapping[str, Any] | None = None,
+        trace: Any = None,
         **kw: Any,
     ) -> RunHandle:
         """Start the flow in the background of the running loop and return a RunHandle at once.
 
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
-        ``timeout`` is the run's deadline and ``show`` the live view (with a Cancel button), as in ``arun``.
+        ``timeout``, ``show`` (the live view, with a Cancel button) and ``trace`` as in ``arun``.
         """
 
         try:
@@ -726,7 +742,9 @@ class Flow:
             ) from None
         _check_concurrency(concurrency)
         self._check_deadline(timeout, inputs, "start")
-        graph, plan, run, merged, overrides = self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save)
+        graph, plan, run, merged, overrides = self._prepare(
+            inputs, kw, targets, overrides, on_event, store, keep, save, trace
+        )
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nbflow._core.config import config
 from nbflow._core.errors import ResumeConflictError, RunnerError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import flow_of
@@ -103,4 +104,8 @@ async def continue_run(run: Run) -> Run:
     if list(run.nodes) != list(plan.nodes):  # loaded from a store: same records, in plan order
         run.nodes = {n: run.nodes.get(n) or NodeRecord(n) for n in plan.nodes}
     run.graph = graph
+    if config.trace is not None:  # a run loaded from a store has no tracer yet (off: not even an import)
+        from nbflow.otel import attach
+
+        attach(run)
     return await flow._execute(graph, plan, run, run.inputs, {}, None)
