@@ -71,7 +71,44 @@ def to_dot(graph: Graph, run: Run | None = None) -> graphviz.Digraph:
     _draw_nodes(dot, edges, graph, run, "", {})
     for src, dst, attrs in edges:  # at the top level: an edge inside a cluster would pull its ends in
         dot.edge(src, dst, **attrs)
+    _draw_resources(dot, graph)
     return dot
+
+
+def _draw_resources(dot: Any, graph: Graph) -> None:
+    """Resources apart, as small boxes on the side, with dotted lines to the nodes that use them."""
+    if not graph.resources:
+        return
+    with dot.subgraph(name="cluster_resources") as box:
+        box.attr(label="resources", style="dashed", color="#adb5bd", fontcolor="#868e96", fontsize="10")
+        for name in graph.resources:
+            box.node(
+                f"resource__{name}",
+                name,
+                shape="box",
+                style="rounded,filled",
+                fillcolor="#f1f3f5",
+                color="#adb5bd",
+                fontsize="9",
+                height="0.25",
+                tooltip=(graph.resources[name].spec.doc.splitlines() or [f"resource {name}"])[0],
+                id=f"resource-{name}",
+                **{"class": "nbflow-resource"},
+            )
+        for name, bound in graph.resources.items():
+            for _, dep in bound.resources:
+                box.edge(f"resource__{dep.name}", f"resource__{name}", style="dotted", arrowhead="none")
+    for node, g in graph.nodes.items():
+        for param, bound in g.resources:
+            label = "" if param == bound.name else param
+            dot.edge(
+                f"resource__{bound.name}",
+                node_id(node),
+                style="dotted",
+                arrowhead="none",
+                label=label,
+                constraint="false",
+            )
 
 
 def _draw_nodes(
@@ -192,6 +229,9 @@ def text_graph(graph: Graph, run: Run | None = None) -> str:
             state = f"  [{rec.status.value}{', cached' if rec.cached else ''}]"
         arrow = f" <- {', '.join(feeds)}" if feeds else ""
         lines.append(f"  {name}{arrow}{state}")
+    for res in graph.resources:
+        users = [n for n, g in graph.nodes.items() if any(b.name == res for _, b in g.resources)]
+        lines.append(f"  [resource] {res}: used by {', '.join(users) or '(no node)'}")
     return "\n".join(lines)
 
 

@@ -374,3 +374,18 @@ def test_the_cache_key_counts_the_resource_definition_not_the_object():
 
     run = asyncio.run(flow.arun(q="a", show=False))
     assert not run.nodes["answer"].cached and run["answer"] == "v2:a" and calls["n"] == 2
+
+
+def test_the_graph_view_draws_resources_apart_with_their_users():
+    flow, _ = llm_flow("async")
+    dot = flow.to_dot().source
+    assert "resource__llm [label=llm" in dot and "cluster_resources" in dot
+    assert 'resource__llm -> "node-answer"' in dot and "dotted" in dot
+    from nbflow._show.draw import text_graph
+
+    assert "[resource] llm: used by answer" in text_graph(flow.graph)
+    assert "<llm>" not in text_graph(flow.graph)  # not an input
+    from nbflow._show.draw import render_svg
+
+    svg = render_svg(flow.graph)
+    assert svg is not None and 'id="resource&#45;llm"' in svg
