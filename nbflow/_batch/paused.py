@@ -113,7 +113,8 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
     with BatchStore(path) as store:
         for label, run, _ in todo:
             data = {k: v for k, v in frame.loc[label].items() if k not in QUESTION_COLUMNS}
-            index = int(run.run_id.rsplit("-", 1)[1])  # run ids are "<batch call>-<row index>"
+            found = store.row_key(frame.attrs["batch_id"], run.run_id)  # the row as the batch stored it
+            key, index, fingerprint = found if found is not None else (None, int(run.run_id.rsplit("-", 1)[1]), None)
             store.write_row(
                 frame.attrs["batch_id"],
                 index,
@@ -123,4 +124,6 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
                 secret_columns=secret,
                 secrets=secret_texts(run.inputs),
                 run=run,
+                key=key,
+                fingerprint=fingerprint,
             )

@@ -351,6 +351,14 @@ class BatchStore:
         """
         return {r.index: r for r in self.stored_rows(batch_id, unpickle=unpickle, skip_unreadable=skip_unreadable)}
 
+    def row_key(self, batch_id: str, run_id: str) -> tuple[str, int, str | None] | None:
+        """(content key, row index, fingerprint id) of the stored row that ``run_id`` wrote, if any."""
+        row = self._db.execute(
+            "SELECT case_key, row_index, fingerprint FROM batch_rows WHERE batch_id = ? AND run_id = ?",
+            (batch_id, run_id),
+        ).fetchone()
+        return None if row is None else (row[0], int(row[1]), row[2])
+
     def stored_rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> list[StoredRow]:
         """Every finished row of a batch with its content key and fingerprints, in row order (see ``rows``)."""
         out: list[StoredRow] = []

@@ -206,7 +206,7 @@ def test_a_file_cache_stores_dataframes_as_parquet_and_reads_them_back_exactly(t
     blobs = dict(db.execute("SELECT node, value FROM node_cache").fetchall())
     db.close()
     assert blobs["frame"][:4] == b"NBPQ" and blobs["frame"][6:10] == b"PAR1"
-    assert blobs["mixed"][:1] == b"\x80"  # a pickle
+    assert blobs["mixed"][:4] == b"NBS1"  # a pickle, signed with the store key (not parquet)
     run = flow.run(n=4, show=False)
     assert run.nodes["frame"].cached and run.nodes["mixed"].cached
     pd.testing.assert_frame_equal(run["frame"], first["frame"])

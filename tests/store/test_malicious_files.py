@@ -148,7 +148,8 @@ def test_bare_pickles_of_nbflow_0_1_are_refused_everywhere(tmp_path: Path) -> No
         payload = base64.b64encode(pickle.dumps(Evil(str(marker)))).decode()
         with sqlite3.connect(db) as raw:
             raw.execute(
-                "INSERT INTO batch_rows VALUES ('b', 0, 'r', 'succeeded', 0, ?)",
+                "INSERT INTO batch_rows(batch_id, case_key, row_index, run_id, status, finished_at, data) "
+                "VALUES ('b', 'row:0', 0, 'r', 'succeeded', 0, ?)",
                 (json.dumps({"x": {"__nbflow_pickle__": payload}}),),
             )
         with pytest.raises(nf.StoreError, match="unsigned pickle"):
