@@ -35,9 +35,9 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from nbflow._record.run import Run
+
+T = TypeVar("T")
 
 __all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
 
@@ -203,9 +205,10 @@ class BatchStore:
         ``fingerprints`` (node -> fingerprint) are kept once per distinct set; rows written with the
         returned id remember what code computed them.
         """
-        fp = None
         self.identity.check()
-        with self._transaction():
+
+        def write() -> str | None:
+            fp = None
             if fingerprints is not None:
                 nodes = json.dumps(dict(sorted(fingerprints.items())))
                 fp = hashlib.sha256(nodes.encode()).hexdigest()[:24]
@@ -225,7 +228,9 @@ class BatchStore:
                     "UPDATE batches SET n_rows = ?, columns = ?, meta = ? WHERE batch_id = ?",
                     (n_rows, json.dumps(list(columns)), text, batch_id),
                 )
-        return fp
+            return fp
+
+        return self._retry_tx(write)
 
     def update_meta(self, batch_id: str, meta: Mapping[str, Any], columns: Iterable[str] | None = None) -> None:
         """Merge ``meta`` into the batch's experiment record (and replace its columns, if given)."""
@@ -305,18 +310,25 @@ class BatchStore:
 
     def _retrying(self, sql: str, args: tuple[Any, ...], run: Run | None = None) -> None:
         """One write in its own transaction (with ``run``'s record); a locked file is retried until ``lock_wait``."""
+
+        def write() -> None:
+            self._db.execute(sql, args)
+            if run is not None:
+                if not self._runs_ready:
+                    ensure_schema(self._db, self.path)
+                    self._runs_ready = True
+                write_whole_run(self._db, run)
+
+        self._retry_tx(write)
+
+    def _retry_tx(self, body: Callable[[], T]) -> T:
+        """``body()`` in its own transaction; a locked file is retried with backoff until ``lock_wait`` has passed."""
         deadline = time.monotonic() + self.lock_wait
         pause = 0.05
         while True:
             try:
                 with self._transaction():
-                    self._db.execute(sql, args)
-                    if run is not None:
-                        if not self._runs_ready:
-                            ensure_schema(self._db, self.path)
-                            self._runs_ready = True
-                        write_whole_run(self._db, run)
-                return
+                    return body()
             except sqlite3.OperationalError as exc:
                 text = str(exc)
                 if ("locked" in text or "busy" in text) and time.monotonic() < deadline:
