@@ -6,7 +6,7 @@ is drawn with the right colours, that clicking a node in the graph selects it, a
 inspector shows an output and a traceback. Saves a screenshot to docs/img/run_widget.png and
 tests/artifacts/. Run it alone with ``pytest -m browser``.
 
-Needs ``/usr/bin/chromium`` (or $NBFLOW_CHROMIUM) and the ``browser`` extra (jupyterlab,
+Needs ``/usr/bin/chromium`` (or $NBFLOW_CHROMIUM) and the ``browser`` dependency group (jupyterlab,
 playwright; never ``playwright install``). Without Chromium the test is skipped, except when
 NEED_BROWSER=1 (CI), where that is a failure.
 """
@@ -104,12 +104,12 @@ def _cls(state: str) -> re.Pattern[str]:
 
 def _missing_prerequisite() -> str | None:
     if not Path(CHROMIUM).exists():
-        return f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEED_BROWSER=1 ./scripts/bootstrap.sh)"
+        return f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEED_BROWSER=1 ./scripts/bootstrap.sh test)"
     for module in ("playwright", "jupyterlab"):
         try:
             __import__(module)
         except ImportError:
-            return f"{module} is not installed (pip install -e '.[browser]')"
+            return f"{module} is not installed (make setup, or: uv pip install --group browser)"
     return None
 
 
