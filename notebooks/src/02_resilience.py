@@ -178,8 +178,10 @@ async def counting_llm(prompt: str) -> str:
     global in_flight, peak
     in_flight += 1
     peak = max(peak, in_flight)
-    await asyncio.sleep(0.005)
-    in_flight -= 1
+    try:
+        await asyncio.sleep(0.005)
+    finally:  # an attempt cut by its timeout leaves too
+        in_flight -= 1
     return "ok"
 
 
