@@ -73,7 +73,8 @@ else
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-  "$PYTHON" -m venv "$VENV"
+  # uv creates it in a fraction of the time `python -m venv` takes; --seed adds pip, as venv would.
+  "$UV" venv -q --seed --python "$("$PYTHON" -c 'import sys; print(sys.executable)')" "$VENV"
 fi
 stamp="$VENV/.nbflow-$PROFILE"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
