@@ -4,8 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SRC := nbflow tests benchmarks scripts conftest.py
 NBVAL := --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
-# Root may run JupyterLab only when it says so.
-LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+# More options for JupyterLab (e.g. LAB_ARGS="--no-browser --port=8890"); root must say --allow-root.
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: demo test check lab setup lint typecheck docs docs-serve suite pythons unit notebooks mdtest \
 	package notebooks-build browser bench clean
@@ -18,7 +19,7 @@ demo:
 # JupyterLab on the notebooks (paired with their sources in notebooks/src by jupytext).
 lab:
 	@./scripts/bootstrap.sh lab
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT) $(LAB_ARGS)
 
 # Everything: lint, types, the strict docs build, the whole suite on every other Python this machine
 # has, then the whole suite on the main one (last, so its closing line is the last one printed).
