@@ -4,7 +4,7 @@
   ``notest``, ``fixture:name``, ...) are for the tests; Python-Markdown would take such a fence for
   text, so they are dropped before the page is rendered. The files keep them.
 * Notebooks: ``notebooks/*.ipynb`` (executed, with their outputs) become pages under ``examples/``
-  (rendered by mkdocs-jupyter). A live run view is an ipywidgets output, which a static page could
+  (rendered by mkdocs-jupyter), each listed in the nav (a new one at the end of "Notebooks"). A live run view is an ipywidgets output, which a static page could
   only show by loading the widget manager's JavaScript from elsewhere; each one is replaced by a
   static snapshot of what it showed when the notebook was executed, rendered here from the widget
   state the notebook saved (``static_widget_html``).
@@ -178,6 +178,21 @@ def static_notebook(nb: Any) -> Any:
 # --- the hooks ------------------------------------------------------------------------------------
 
 _build_dirs: list[Path] = []
+
+
+def on_config(config: Any) -> Any:
+    """Every notebook gets a page in the nav's "Notebooks" section: the ones mkdocs.yml does not
+    list yet (a new notebook) are added at the end, titled by their first heading."""
+    section = next((item for item in config["nav"] or [] if isinstance(item, dict) and "Notebooks" in item), None)
+    if section is None:
+        return config
+    entries = section["Notebooks"]
+    listed = {next(iter(e.values())) if isinstance(e, dict) else e for e in entries}
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        uri = f"{EXAMPLES}/{path.name}"
+        if uri not in listed:
+            entries.append(uri)
+    return config
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
