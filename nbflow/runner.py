@@ -107,6 +107,7 @@ def call_blocking(
 
     # Copy the context: ipykernel routes prints and widget updates by the cell's parent header.
     ctx = contextvars.copy_context()
+    _forget_async_library(ctx)
     thread = threading.Thread(target=ctx.run, args=(target,), name=name, daemon=True)
     thread.start()
     # Wait on an Event in short slices, not on thread.join(): an interrupted join() marks a live
@@ -133,6 +134,18 @@ def call_blocking(
         return cancelled()
     result: T = box["result"]
     return result
+
+
+def _forget_async_library(ctx: contextvars.Context) -> None:
+    """The copied context must not say that the caller's loop runs in the worker thread.
+
+    anyio (and every library using sniffio, e.g. httpx and openai) records the running async
+    library in sniffio's context variable; copied into the worker thread it makes ``anyio.run`` there
+    refuse with "Already running asyncio in this thread" whenever sniffio is installed.
+    """
+    sniffio = sys.modules.get("sniffio")
+    if sniffio is not None:
+        ctx.run(sniffio.current_async_library_cvar.set, None)
 
 
 def _reraise(error: BaseException, cause: BaseException) -> NoReturn:
