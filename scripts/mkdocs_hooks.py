@@ -41,6 +41,34 @@ def strip_test_options(markdown: str) -> str:
     return _FENCE.sub(fix, markdown)
 
 
+_LIST_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])[ \t]")
+_FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def lists_may_follow_text(markdown: str) -> str:
+    """Put a blank line before a list that directly follows text or a code block.
+
+    The guides are written for CommonMark (GitHub), where a list may interrupt a paragraph;
+    Python-Markdown needs the blank line, or the list becomes part of the paragraph.
+    """
+    out: list[str] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        opened = _FENCE_LINE.match(line)
+        if fence:
+            if opened and opened.group(1).startswith(fence):
+                fence = ""
+            out.append(line)
+            continue
+        prev = out[-1] if out else ""
+        if _LIST_ITEM.match(line) and prev.strip() and not prev[0].isspace() and not _LIST_ITEM.match(prev):
+            out.append("")
+        out.append(line)
+        if opened:
+            fence = opened.group(1)
+    return "\n".join(out)
+
+
 # --- static snapshots of saved ipywidgets -------------------------------------------------------------
 
 _LAYOUT_CSS = {
@@ -196,7 +224,7 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    return strip_test_options(markdown)
+    return lists_may_follow_text(strip_test_options(markdown))
 
 
 def _on_files(files: Any, config: Any) -> Any:

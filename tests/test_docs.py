@@ -225,3 +225,10 @@ def test_changelog_follows_keep_a_changelog():
     assert kinds and set(kinds) <= _SECTIONS, f"change types are {sorted(_SECTIONS)}, not {set(kinds) - _SECTIONS}"
     current = tuple(int(x) for x in nf.__version__.split(".")[:3] if x.isdigit())
     assert not versions or current >= versions[0], "__version__ is the last release or the next one"
+
+
+def test_lists_that_follow_text_render_as_lists_on_the_site():
+    fix = hooks().lists_may_follow_text
+    text = "Text:\n- a\n  more\n- b\n```python\n- x\n```\n- c\n"
+    assert fix(text) == "Text:\n\n- a\n  more\n- b\n```python\n- x\n```\n\n- c\n"
+    assert fix("para\n\n- a\n") == "para\n\n- a\n"
