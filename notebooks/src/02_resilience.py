@@ -180,7 +180,7 @@ async def counting_llm(prompt: str) -> str:
     peak = max(peak, in_flight)
     try:
         await asyncio.sleep(0.005)
-    finally:  # a call cut by its timeout leaves too
+    finally:  # an attempt cut by its timeout leaves too
         in_flight -= 1
     return "ok"
 

@@ -55,6 +55,24 @@ def test_run_blocks_inside_a_running_loop_like_a_notebook_cell():
     assert loop_threads[0] != threading.get_ident()  # ran on the worker thread's loop
 
 
+def test_run_inside_a_running_loop_when_sniffio_says_asyncio_runs():
+    """sniffio (installed with openai, httpx) marks the caller's context as running asyncio; the
+    worker thread's copy of that context must not, or its loop refuses to start."""
+    import sniffio
+
+    flow = nf.Flow("f")
+
+    @flow.node
+    async def a() -> int:
+        return 1
+
+    async def cell():
+        assert sniffio.current_async_library() == "asyncio"
+        return flow.run()
+
+    assert anyio.run(cell)["a"] == 1
+
+
 def test_start_without_a_running_loop_says_what_to_do():
     with pytest.raises(nf.RunnerError, match=r"use flow.run\(...\) to block"):
         _slow_flow().start()

@@ -8,6 +8,8 @@ pytestmark = pytest.mark.kernel
 
 DEFINE = """
 import anyio, nbflow as nf
+import nbflow.widgets  # the live view is built before the run starts: on a busy machine that takes
+                       # seconds, and the interrupt (4 s in) must land in the run
 flow = nf.Flow("k")
 
 @flow.node
@@ -29,16 +31,16 @@ def states(run):
 
 
 def test_interrupting_a_blocking_run_in_a_notebook_keeps_the_record():
-    nb = run_cells([DEFINE, "run = flow.run()", "print(states(flow.last_run), flow.last_run['quick'])"], {1: 1.5})
+    nb = run_cells([DEFINE, "run = flow.run()", "print(states(flow.last_run), flow.last_run['quick'])"], {1: 4.0})
     run_cell = nb.cells[1]
     assert "!RunInterrupted" in output_text(run_cell)
-    assert run_cell.metadata["wall_s"] < 6  # prompt: the node sleeps for 10 minutes
+    assert run_cell.metadata["wall_s"] < 30  # prompt: the node sleeps for 10 minutes (room for a busy machine)
     assert output_text(nb.cells[2]).strip() == "CANCELLED quick=SUCCEEDED forever=CANCELLED after=CANCELLED 5"
 
 
 def test_interrupting_top_level_await_is_prompt_and_keeps_the_record():
-    nb = run_cells([DEFINE, "run = await flow.arun()", "print(states(flow.last_run))"], {1: 1.5})
-    assert nb.cells[1].metadata["wall_s"] < 6
+    nb = run_cells([DEFINE, "run = await flow.arun()", "print(states(flow.last_run))"], {1: 4.0})
+    assert nb.cells[1].metadata["wall_s"] < 30
     assert "!" in output_text(nb.cells[1])  # the cell was interrupted
     assert output_text(nb.cells[2]).strip() == "CANCELLED quick=SUCCEEDED forever=CANCELLED after=CANCELLED"
 
