@@ -21,11 +21,11 @@ lab:
 	@./scripts/bootstrap.sh lab
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT) $(LAB_ARGS)
 
-# Everything: lint, types, the strict docs build, the whole suite on every other Python this machine
-# has, then the whole suite on the main one (last, so its closing line is the last one printed).
+# Everything: lint, types, the strict docs build, then the whole suite on the main Python (its closing
+# line is the last one printed). `make pythons` runs the suite on every other Python found.
 # The real-browser test is part of it: setup installs Chromium when it may, and a missing browser is a
 # failure, not a skip (NEED_BROWSER=0 make test runs without it).
-test: lint typecheck docs pythons suite
+test: lint typecheck docs suite
 
 # The same on the main Python only.
 check: lint typecheck docs suite
