@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 import importlib.util
+import itertools
 import re
 import tomllib
 from pathlib import Path
@@ -131,7 +132,7 @@ def snapshots_beside_views(name: str) -> dict[str, str]:
     found = {}
     for cell in nb.cells:
         outs = cell.get("outputs", [])
-        for before, out in zip(outs, outs[1:], strict=False):
+        for before, out in itertools.pairwise(outs):
             html = "".join(before.get("data", {}).get("text/html", ""))
             if WIDGET_VIEW in out.get("data", {}) and "nbflow-snap" in html:
                 found[out["data"][WIDGET_VIEW]["model_id"]] = html
