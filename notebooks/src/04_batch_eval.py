@@ -106,6 +106,19 @@ df[["case_id", "prompt", "completion", "exact", "contains", "close", "status"]].
 df.loc[df["status"] == "failed", ["case_id", "prompt", "question", "error_type", "error_message"]]
 
 # %% [markdown]
+# Every failed row keeps its whole run (`keep="failed"`, the default without a store): open one to see
+# why it failed — the intermediate outputs of the nodes before it, the failing node's traceback. In a
+# notebook, `nf.explore(df)` shows the rows as a table where a click opens the same run view.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+failed = df[df["status"] == "failed"]
+run = failed.nbflow.run(0)  # the first failed row's Run (displaying it shows the run view)
+print(run.status.name, "| failed node:", failed["error_node"].iloc[0])
+print({name: rec.status.name for name, rec in run.nodes.items()})
+print(failed.nbflow.traceback(0).strip().splitlines()[-1])  # the last line of the failing node's traceback
+
+# %% [markdown]
 # ## Per-variant summary
 #
 # `nf.summarize` groups by the grid keys: counts, error rate, latency percentiles and the mean of
