@@ -253,20 +253,25 @@ def save_row(
     frame (the row is in it) and ``frame.attrs["stopped"]`` names the StoreError.
     """
     assert state.batch_id is not None
+    batch_id, key = state.batch_id, state.cases.cases[i].key
+
+    def write() -> None:
+        store.write_row(
+            batch_id,
+            i,
+            result["run_id"],
+            result["status"],
+            result,
+            secret_columns=secret,
+            secrets=secrets,
+            run=run,
+            key=key,
+            fingerprint=state.fingerprint,
+        )
+
     try:
         try:
-            store.write_row(
-                state.batch_id,
-                i,
-                result["run_id"],
-                result["status"],
-                result,
-                secret_columns=secret,
-                secrets=secrets,
-                run=run,
-                key=state.cases.cases[i].key,
-                fingerprint=state.fingerprint,
-            )
+            write()
         except UnstorableValue as exc:
             column = exc.column
             node = column if column in state.cases.outputs else result.get("error_node")
@@ -277,18 +282,7 @@ def save_row(
                 error_message=f"row {i}: the output of node {node!r} cannot be stored in {store.path!r}: {exc}",
                 error_node=node,
             )
-            store.write_row(
-                state.batch_id,
-                i,
-                result["run_id"],
-                result["status"],
-                result,
-                secret_columns=secret,
-                secrets=secrets,
-                run=run,
-                key=state.cases.cases[i].key,
-                fingerprint=state.fingerprint,
-            )
+            write()
     except StoreError as exc:
         return f"StoreError: row {i} could not be written, so the batch stopped: {exc}"
     return None
