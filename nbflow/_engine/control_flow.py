@@ -25,6 +25,7 @@ from nbflow._dsl.control import ItemFailed
 from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import ACTIVE, AskContext, PauseSignal, current
 from nbflow._engine.call import call_function
+from nbflow._engine.escapes import escaped
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
 from nbflow._record.run import ItemRecord, Iteration, NodeRecord, Run
@@ -209,17 +210,20 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
                 ir.status, ir.finished_at = NodeStatus.PAUSED, time.time()
                 paused.append(signal)
                 return
-            except Exception as exc:
+            except BaseException as caught:
+                exc = caught if isinstance(caught, Exception) else escaped(caught, f"{spec.name}[{i}]")
+                if exc is None:  # a real cancellation (or exit): the item is CANCELLED, it propagates
+                    ir.status = NodeStatus.CANCELLED
+                    ir.finished_at = time.time()
+                    raise
+                if exc is not caught:  # the item's own sys.exit()/CancelledError is its failure
+                    exc.__cause__ = caught
                 ir.finished_at = time.time()
-                ir.status, ir.error, ir.traceback = NodeStatus.FAILED, exc, format_user_traceback(exc)
+                ir.status, ir.error, ir.traceback = NodeStatus.FAILED, exc, format_user_traceback(caught)
                 if mode == "terminate" and not first_failure:
                     first_failure.append(ir)
                     scope.cancel()
                 return
-            except BaseException:
-                ir.status = NodeStatus.CANCELLED
-                ir.finished_at = time.time()
-                raise
             finally:
                 ACTIVE.pop(task, None)
             ir.finished_at = time.time()
