@@ -140,11 +140,14 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
     spec = g.spec
     if spec.flow is not None:
         previous = rec.subrun if holder is None else holder.run
-        child = await _run_subflow(g, run, kwargs, label, previous)
-        if holder is None:
-            rec.subrun = child
-        else:
-            holder.run = child
+
+        def attach(child: Run) -> None:  # at its start: a cancelled or timed-out sub-run is kept
+            if holder is None:
+                rec.subrun = child
+            else:
+                holder.run = child
+
+        child = await _run_subflow(g, run, kwargs, label, previous, attach)
         if child.status is RunStatus.PAUSED:
             raise PauseSignal(_question_in(child))
         if child.status.value != "succeeded":
@@ -156,12 +159,19 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
     return await call_function(g, kwargs)
 
 
-async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str, previous: Run | None) -> Run:
+async def _run_subflow(
+    g: GNode,
+    parent: Run,
+    kwargs: dict[str, Any],
+    label: str,
+    previous: Run | None,
+    attach: Callable[[Run], None] | None = None,
+) -> Run:
     """A sub-flow's run, fresh or resumed, through the one path its flow owns (policies included)."""
     path = g.spec.name + (f"[{label}]" if label else "")
     resumed = previous if previous is not None and previous.status is RunStatus.PAUSED else None
     forward = partial(_forward, parent, path) if parent._subscribers else None
-    return await g.spec.flow._execute_child(parent, path, kwargs, resumed, forward)
+    return await g.spec.flow._execute_child(parent, path, kwargs, resumed, forward, attach)
 
 
 def _forward(parent: Run, path: str, event: Event) -> None:

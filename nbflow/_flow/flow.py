@@ -614,11 +614,14 @@ class Flow:
         inputs: dict[str, Any],
         previous: Run | None,
         forward: Subscriber | None,
+        attach: Callable[[Run], None] | None = None,
     ) -> Run:
         """Run this flow as the sub-flow node ``path`` of ``parent``; ``previous`` is a paused sub-run to go on.
 
         The one way a sub-flow runs, first time or resumed: the same plan, policies (retry, timeout,
-        limits, failure handlers) and cache as its own runs.
+        limits, failure handlers) and cache as its own runs. ``attach(child)`` is called before any
+        of its nodes starts, so the parent's record holds the sub-run while it runs, and keeps it
+        (finished inner nodes included) when it is cancelled or times out.
         """
         graph = self.graph
         if previous is not None:
@@ -633,6 +636,8 @@ class Flow:
             child._path = f"{parent._path}{path}."
             if forward is not None:
                 child.subscribe(forward)
+        if attach is not None:
+            attach(child)
         await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
         return child
 
