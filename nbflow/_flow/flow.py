@@ -836,7 +836,7 @@ class Flow:
     aanswer = _paused.aanswer
 
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
-        """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.
+        """Resume a paused or failed run of this flow (a Run, or a run id in ``store``); blocking.
 
         Same options as ``Run.resume`` (``question=``, ``version=``).
         """
