@@ -192,9 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NbflowError as exc:
         message = " ".join(str(exc).split())
         missing = getattr(exc, "missing", None)
-        if isinstance(missing, dict) and args.command == "run":  # say it the command line's way
+        how = getattr(exc, "how", None)  # MissingInputError's "Pass x=... to run()"
+        if isinstance(missing, dict) and isinstance(how, str) and args.command == "run":  # the command line's way
             given = " ".join(f"--input {k}=..." for k in missing)
-            message = message.replace(f"Pass {', '.join(f'{k}=...' for k in missing)} to run()", f"Pass {given}")
+            message = message.replace(" ".join(how.split()), f"Pass {given}")
         err.print(f"nbflow {args.command}: error: {_scrub(message, args)}", style="red", markup=False, highlight=False)
         return USAGE
     finally:

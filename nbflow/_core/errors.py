@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from nbflow._record.run import Run
 
 __all__ = [
+    "RUN_OPTIONS",
     "AnswerError",
     "BatchError",
     "BatchInterrupted",
@@ -164,8 +165,16 @@ class UnknownNodeError(GraphError, KeyError):
         return str(self.args[0])
 
 
+RUN_OPTIONS = ("concurrency", "keep", "on_event", "overrides", "save", "show", "store", "targets", "timeout", "trace")
+"""The keyword options of ``run``/``arun``/``start``: a flow input with one of these names cannot be passed
+as a keyword (``run(store=...)`` is the checkpoint store); it goes in the inputs dict, ``run({"store": ...})``."""
+
+
 class MissingInputError(GraphError):
-    """Required flow inputs were not passed. ``missing`` maps each input to the nodes needing it."""
+    """Required flow inputs were not passed. ``missing`` maps each input to the nodes needing it.
+
+    ``how`` is the sentence saying how to pass them (the CLI words it its own way).
+    """
 
     def __init__(self, missing: Mapping[str, Sequence[str]], hints: Mapping[str, str] | None = None) -> None:
         self.missing = {k: tuple(v) for k, v in missing.items()}
@@ -174,10 +183,19 @@ class MissingInputError(GraphError):
         for name, nodes in self.missing.items():
             who = ", ".join(repr(n) for n in nodes)
             parts.append(f"{name!r} (needed by {who}){hints.get(name, '')}")
-        names = ", ".join(f"{k}=..." for k in self.missing)
+        clash = [k for k in self.missing if k in RUN_OPTIONS]
+        if clash:  # run(store=...) would be the option, never the input: the dict is the only way
+            given = ", ".join(f"{k!r}: ..." for k in self.missing)
+            named = ", ".join(f"{k}=" for k in clash)
+            self.how = (
+                f"Pass them in the inputs dict, run({{{given}}}): {named} {'is' if len(clash) == 1 else 'are'} "
+                f"run()'s own option{'s' if len(clash) > 1 else ''}, so a keyword never reaches the node"
+            )
+        else:
+            self.how = f"Pass {', '.join(f'{k}=...' for k in self.missing)} to run()"
         super().__init__(
             f"missing required input{'s' if len(parts) > 1 else ''}: {'; '.join(parts)}. "
-            f"Pass {names} to run(), or give the parameter a default."
+            f"{self.how}, or give the parameter a default."
         )
 
 
