@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.runs import NbflowAccessor
+from nbflow._batch.variants import count_by_variant, variant_labels
 from nbflow._core.errors import BatchError
 from nbflow._core.registry import flow_of
 from nbflow._core.secrets import is_secret_name
@@ -55,12 +56,7 @@ def _variant_labels(frame: pd.DataFrame) -> list[str] | None:
     keys = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     if not keys:
         return None
-    if len(keys) == 1:
-        return [_short(v) for v in frame[keys[0]]]
-    return [
-        ", ".join(f"{k}={_short(v)}" for k, v in zip(keys, values, strict=True))
-        for values in frame[keys].itertuples(index=False)
-    ]
+    return variant_labels(keys, frame[keys].itertuples(index=False))
 
 
 def _numeric(frame: pd.DataFrame) -> list[str]:
@@ -166,11 +162,5 @@ def _compare(frame: pd.DataFrame, positions: list[int], variants: list[str]) -> 
 
 
 def _progress(frame: pd.DataFrame, variants: list[str] | None) -> list[dict[str, Any]]:
-    order = ("succeeded", "failed", "paused", "cancelled", "pending")
     statuses = frame["status"].astype(str).tolist()
-    groups: dict[str, dict[str, int]] = {}
-    labels = variants if variants is not None else ["all rows"] * len(frame)
-    for label, st in zip(labels, statuses, strict=True):
-        counts = groups.setdefault(label, dict.fromkeys(order, 0))
-        counts[st] = counts.get(st, 0) + 1
-    return [{"label": label, "counts": counts} for label, counts in groups.items()]
+    return count_by_variant(variants if variants is not None else ["all rows"] * len(frame), statuses)
