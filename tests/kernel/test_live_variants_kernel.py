@@ -51,6 +51,15 @@ def test_the_bars_update_per_variant_while_the_batch_runs_then_the_explorer_show
         t0 = time.monotonic()
         out = kernel.run(BATCH, str(uuid.uuid4()), timeout=300, on_msg=on_msg)
         wall = time.monotonic() - t0
+        # The blocking form runs the batch on nbflow's loop thread: the same bars, then the explorer.
+        blocking_models: dict[str, dict[str, Any]] = {}
+
+        def on_blocking(msg: dict[str, Any]) -> None:
+            if msg["msg_type"] in ("comm_open", "comm_msg"):
+                state = (msg["content"].get("data") or {}).get("state") or {}
+                blocking_models.setdefault(msg["content"]["comm_id"], {}).update(state)
+
+        blocking = kernel.run(BATCH.replace("await flow.abatch", "flow.batch"), str(uuid.uuid4()), 300, on_blocking)
     finally:
         kernel.close()
     assert "{'succeeded': 45, 'failed': 3}" in out, out
@@ -73,3 +82,8 @@ def test_the_bars_update_per_variant_while_the_batch_runs_then_the_explorer_show
     tables = [s for s in models.values() if "rows" in s and "progress" in s and "range_text" in s]
     assert tables and tables[-1]["range_text"] == "1–48 of 48"
     assert [p["label"] for p in tables[-1]["progress"]] == ["terse", "steps"]
+    assert "{'succeeded': 45, 'failed': 3}" in blocking, blocking
+    bars_b = [m["value"] for m in blocking_models.values() if "nbflow-variants" in str(m.get("value", ""))]
+    assert bars_b and "21 succeeded, 3 failed" in bars_b[-1]
+    tables_b = [m for m in blocking_models.values() if "range_text" in m]
+    assert tables_b and tables_b[-1]["range_text"] == "1–48 of 48"
