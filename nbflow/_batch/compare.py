@@ -26,7 +26,7 @@ from nbflow._core.usage import USAGE_COLUMNS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CHANGES", "compare"]
+__all__ = ["CHANGES", "classify", "compare"]
 
 CHANGES = ("newly_failing", "regressed", "both_failed", "only_a", "only_b", "fixed", "improved", "unchanged")
 
@@ -89,19 +89,8 @@ def compare(
             change = "only_a"
         elif side == "right_only":
             change = "only_b"
-        elif ok_a and not ok_b:
-            change = "newly_failing"
-        elif ok_b and not ok_a:
-            change = "fixed"
-        elif not ok_a and not ok_b:
-            change = "both_failed"
         else:
-            d = row[f"{first}_delta"]
-            change = (
-                "unchanged"
-                if d is None or math.isnan(d) or abs(d) <= tolerance
-                else ("improved" if d > 0 else "regressed")
-            )
+            change = classify(bool(ok_a), bool(ok_b), row[f"{first}_delta"], tolerance)
         row["change"] = change
         rows.append(row)
     columns = [*keys, *(f"{s}_{x}" for s in score_cols for x in ("a", "b", "delta")), "status_a", "status_b", "change"]
@@ -136,6 +125,18 @@ def _no_shared_case(a: Any, b: Any, keys: list[str]) -> str:
             f"({', '.join(sample_a)} vs {', '.join(sample_b)}); to compare across it, pass {fix}"
         )
     return f"compare(): no case of a matches one of b on the columns {keys!r}; pass on=[...] naming the case columns"
+def classify(ok_a: bool, ok_b: bool, delta: float | None, tolerance: float = 1e-9) -> str:
+    """A case present on both sides: ``newly_failing``, ``fixed``, ``both_failed``, ``improved``,
+    ``regressed`` (the score moved by more than ``tolerance``) or ``unchanged``."""
+    if ok_a and not ok_b:
+        return "newly_failing"
+    if ok_b and not ok_a:
+        return "fixed"
+    if not ok_a and not ok_b:
+        return "both_failed"
+    if delta is None or math.isnan(delta) or abs(delta) <= tolerance:
+        return "unchanged"
+    return "improved" if delta > 0 else "regressed"
 
 
 def _variants(frame: pd.DataFrame, b: str, variant: str | None, by: str | None) -> tuple[Any, Any, tuple[str, str]]:

@@ -38,6 +38,7 @@ from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_block
 from nbflow._engine.policy import FlowPolicies, build_policies
 from nbflow._engine.resources import close_specs
 from nbflow._flow import pickling
+from nbflow._flow.renames import note_declared
 from nbflow._flow.resume import claim, continue_run
 from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
 from nbflow._notebook import auto_show
@@ -370,6 +371,8 @@ class Flow:
             spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
+        if not isinstance(func, Flow):
+            note_declared(self, spec, func)  # a cell re-run with the function renamed: warn (renames.py)
         if outputs is not None:
             self._add_fields(spec, outputs)
         self._changed()
