@@ -125,6 +125,8 @@ def _no_shared_case(a: Any, b: Any, keys: list[str]) -> str:
             f"({', '.join(sample_a)} vs {', '.join(sample_b)}); to compare across it, pass {fix}"
         )
     return f"compare(): no case of a matches one of b on the columns {keys!r}; pass on=[...] naming the case columns"
+
+
 def classify(ok_a: bool, ok_b: bool, delta: float | None, tolerance: float = 1e-9) -> str:
     """A case present on both sides: ``newly_failing``, ``fixed``, ``both_failed``, ``improved``,
     ``regressed`` (the score moved by more than ``tolerance``) or ``unchanged``."""
