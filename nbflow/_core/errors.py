@@ -23,6 +23,7 @@ The tree::
     │   └── MissingColumnError             .missing: flow input -> nodes needing it; no column feeds it
     ├── ResumeConflictError (RuntimeError) resuming a run that is not paused, or a question already answered
     ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
+    ├── QuestionExpiredError (TimeoutError)  nf.ask(timeout=) passed with no answer and no default
     ├── StoreError (RuntimeError)          a store file is missing, locked, corrupt, a value cannot be stored,
     │                                      or a batch clashes with one already stored
     ├── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
@@ -67,6 +68,7 @@ __all__ = [
     "NodeStillRunningWarning",
     "NodeTimeoutError",
     "ProcessNodeError",
+    "QuestionExpiredError",
     "ResourceError",
     "ResumeConflictError",
     "RoutingError",
@@ -346,6 +348,25 @@ class ResumeConflictError(NbflowError, RuntimeError):
 
 class AnswerError(NbflowError, ValueError):
     """An answer does not fit the question's options or schema. Nothing was changed."""
+
+
+class QuestionExpiredError(NbflowError, TimeoutError):
+    """A question asked with ``nf.ask(..., timeout=)`` and no ``default=`` was not answered in time.
+
+    Fails the node that asked it (never retried: asking again cannot help). ``.key`` is the question.
+    """
+
+    def __init__(self, key: str, node: str, prompt: str, timeout: float, asked_at: float) -> None:
+        import datetime
+
+        self.key = key
+        self.node = node
+        when = datetime.datetime.fromtimestamp(asked_at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(
+            f"node {node!r}: question {key!r} ({prompt!r}) was not answered within its timeout={timeout:g}s "
+            f"(asked {when}), so it expired and the node fails; give nf.ask(..., default=...) to go on "
+            f"without an answer, or a longer timeout="
+        )
 
 
 class StoreError(NbflowError, RuntimeError):

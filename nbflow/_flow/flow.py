@@ -37,7 +37,7 @@ from nbflow._engine.keep import attach_keep, check_keep
 from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
 from nbflow._engine.policy import FlowPolicies, build_policies
 from nbflow._engine.resources import close_specs
-from nbflow._flow import pickling
+from nbflow._flow import expiry, pickling
 from nbflow._flow.renames import note_declared
 from nbflow._flow.resume import claim, continue_run
 from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
@@ -608,6 +608,8 @@ class Flow:
                 ticker.cancel()
         if run.store is not None:
             run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+        if tick:  # not a batch row (the batch answers its paused rows itself: flow.answer)
+            expiry.arm(run)  # nf.ask(timeout=): the paused run goes on by itself at the deadline
         return run
 
     async def _execute_child(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.config import config
@@ -47,6 +48,18 @@ def claim(run: Run, answer: Any, question: str | None, version: int | None) -> N
                 f"version {run.pause_version}"
             )
         key = _pick(run, answer, question)
+        if key is not None and run.pending[key].expired():
+            asked = run.pending[key]
+            then = (
+                f"the node gets its default {asked.default!r}"
+                if asked.default is not MISSING
+                else "the node fails (QuestionExpiredError)"
+            )
+            raise ResumeConflictError(
+                f"run {run.run_id}: question {key!r} ({asked.prompt!r}) expired {time.time() - (asked.expires_at or 0):.0f}s "
+                f"ago (timeout={asked.timeout:g}s), so the answer is refused and nothing was changed; "
+                f"resume() without an answer goes on: {then}"
+            )
         value = validate_answer(run.pending[key], answer) if key is not None else MISSING
         if run.store is not None:
             run.store.claim(run, key, value)  # the durable guard across processes (raises on conflict)
