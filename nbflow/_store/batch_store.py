@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
+__all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "PreparedRow", "StoredRow", "UnstorableValue"]
 
 SCHEMA_VERSION = 2
 LEGACY_KEY = "row:"  # case_key prefix of rows migrated from version 1 (no content key yet)
@@ -102,6 +102,20 @@ DROP TABLE batch_rows_v1;
 CREATE TABLE IF NOT EXISTS flow_fingerprints (fingerprint TEXT PRIMARY KEY, nodes TEXT NOT NULL);
 UPDATE nbflow_meta SET value = '2' WHERE key = 'batch_schema';
 """
+
+_ROW_SQL = (
+    "INSERT OR REPLACE INTO batch_rows(batch_id, case_key, row_index, run_id, status, finished_at, "
+    "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRow:
+    """A finished row encoded for ``BatchStore.write_rows`` (with the run record to write beside it, if any)."""
+
+    args: tuple[Any, ...]
+    run: Run | None = None
+
 
 _PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
 _SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nbflow/_store/trust.py)
@@ -298,26 +312,60 @@ class BatchStore:
         the file cannot be written: locked for longer than ``lock_wait`` (retried until then), disk
         full, deleted or replaced.
         """
-        text = encode_row(data, secret_columns, Redactor(secrets))
-        self.identity.check()
-        args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
-        self._retrying(
-            "INSERT OR REPLACE INTO batch_rows(batch_id, case_key, row_index, run_id, status, finished_at, "
-            "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            args,
-            run,
+        row = self.prepare_row(
+            batch_id,
+            index,
+            run_id,
+            status,
+            data,
+            secret_columns=secret_columns,
+            secrets=secrets,
+            run=run,
+            key=key,
+            fingerprint=fingerprint,
         )
+        self.write_rows([row])
 
-    def _retrying(self, sql: str, args: tuple[Any, ...], run: Run | None = None) -> None:
-        """One write in its own transaction (with ``run``'s record); a locked file is retried until ``lock_wait``."""
+    def prepare_row(
+        self,
+        batch_id: str,
+        index: int,
+        run_id: str | None,
+        status: str,
+        data: Mapping[str, Any],
+        *,
+        secret_columns: Iterable[str] = (),
+        secrets: Iterable[str] = (),
+        run: Run | None = None,
+        key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> PreparedRow:
+        """Encode a row as ``write_row`` would, writing nothing yet (``write_rows`` writes it).
+
+        Raises UnstorableValue for a value that cannot be encoded.
+        """
+        text = encode_row(data, secret_columns, Redactor(secrets))
+        args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
+        return PreparedRow(args, run)
+
+    def write_rows(self, rows: Iterable[PreparedRow]) -> None:
+        """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
+
+        Group commit (``flow.batch``): the rows that finished together share a transaction. Raises
+        StoreError as ``write_row`` does.
+        """
+        self.identity.check()
+        rows = list(rows)
 
         def write() -> None:
-            self._db.execute(sql, args)
-            if run is not None:
-                if not self._runs_ready:
-                    ensure_schema(self._db, self.path)
-                    self._runs_ready = True
-                write_whole_run(self._db, run)
+            db = self._db
+            db.executemany(_ROW_SQL, [row.args for row in rows])
+            for row in rows:
+                if row.run is not None:
+                    if not self._runs_ready:
+                        ensure_schema(db, self.path)
+                        self._runs_ready = True
+                    write_whole_run(db, row.run)
 
         self._retry_tx(write)
 
@@ -437,6 +485,10 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
     for k, v in data.items():
         if k in secret:
             encoded[k] = {_REDACTED: True}
+            continue
+        t = type(v)
+        if t is int or t is float or t is bool or v is None or (t is str and not red):
+            encoded[k] = v  # stored as is (most cells): no text to redact, nothing to pickle
             continue
         try:
             encoded[k] = _encode(red.scrub(v), red) if red else _encode(v)

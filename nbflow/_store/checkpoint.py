@@ -475,7 +475,9 @@ def _record(name: str) -> NodeRecord:
 def _detail(rec: NodeRecord) -> dict[str, Any]:
     """The parts of a node record the first columns do not hold (secret inputs redacted by name)."""
     return {
-        "attempts": [(a.number, a.started_at, a.finished_at, a.error, a.delay) for a in rec.attempts],
+        "attempts": [
+            [a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts
+        ],  # JSON when no error
         "recovered": rec.recovered,
         "cached": rec.cached,
         "cache_key": rec.cache_key,

@@ -117,18 +117,29 @@ def _redacted() -> Any:
     return REDACTED
 
 
+_SCALARS = frozenset({str, int, bool, float, type(None)})  # NaN and infinities round-trip (allow_nan)
+
+
 def json_exact(value: Any, reserved: tuple[str, ...] = ()) -> bool:
     """True if JSON gives ``value`` back with the same types (tuples, int keys, objects do not).
 
     ``reserved``: dict keys that mark encoded values in a format, so a plain dict must not use them.
     """
     t = type(value)
-    if value is None or t in (str, int, bool, float):  # NaN and infinities round-trip (allow_nan)
+    if t in _SCALARS:
         return True
     if t is list:
-        return all(json_exact(v, reserved) for v in value)
+        for v in value:  # noqa: SIM110  (a loop, not all(...): this runs for every stored value)
+            if type(v) not in _SCALARS and not json_exact(v, reserved):
+                return False
+        return True
     if t is dict:
-        return all(type(k) is str and k not in reserved and json_exact(v, reserved) for k, v in value.items())
+        for k, v in value.items():
+            if type(k) is not str or (reserved and k in reserved):
+                return False
+            if type(v) not in _SCALARS and not json_exact(v, reserved):
+                return False
+        return True
     return False
 
 
@@ -147,12 +158,18 @@ def pickled(value: Any, redactor: Redactor | None = None) -> bytes:
     return buf.getvalue()
 
 
+_encode_json = json.JSONEncoder(allow_nan=True).encode  # one encoder: json.dumps builds none only by default
+
+
 def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
     """``value`` as stored: JSON when JSON keeps it exactly, else a signed pickle; secrets' texts redacted."""
+    t = type(value)
+    if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
+        return _JSON + _encode_json(value).encode()
     try:
         plain = redactor.scrub(value) if redactor else value
         if json_exact(plain):
-            return _JSON + json.dumps(plain, allow_nan=True).encode()
+            return _JSON + _encode_json(plain).encode()
     except RecursionError:
         pass
     return sign_pickle(pickled(value, redactor))
