@@ -363,7 +363,7 @@ def batch_rows(frame: pd.DataFrame) -> pd.DataFrame | list[dict[str, Any]]:
     if not absent:
         return frame
     return [
-        {k: v for k, v in rec.items() if k not in gone}
+        {str(k): v for k, v in rec.items() if k not in gone}
         for rec, gone in zip(frame.to_dict("records"), absent, strict=True)
     ]
 

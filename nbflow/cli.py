@@ -599,11 +599,12 @@ def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
         for col in ("experiment", "flow", "started", "finished", "failed", "cost", "notes"):
             table.add_column(col, justify="right" if col in ("finished", "failed", "cost") else "left")
         finished = {b["batch_id"]: b["finished"] for b in batches}
-        for e in listed.itertuples():
-            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started.timestamp()))
+        for e in listed.to_dict("records"):
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["started"].timestamp()))
+            notes = e["notes"] if isinstance(e["notes"], str) else ""
             table.add_row(
-                e.experiment, e.flow, started, f"{finished[e.batch_id]}/{e.rows}",
-                _text(str(e.failed), "red" if e.failed else ""), _fmt(e.cost), _clip(e.notes if isinstance(e.notes, str) else "", False, 40),
+                str(e["experiment"]), str(e["flow"]), started, f"{finished[e['batch_id']]}/{e['rows']}",
+                _text(str(e["failed"]), "red" if e["failed"] else ""), _fmt(e["cost"]), _clip(notes, False, 40),
             )  # fmt: skip
         out.print(table)
     kept = len(runs) - len(alone)
