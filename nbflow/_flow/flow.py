@@ -589,11 +589,13 @@ class Flow:
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
         policies = self._resolved_policies()
+        run._resources = None  # resolved again on this loop (a resumed run may run on another one)
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
         try:
             await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
+            run._resources = None  # a finished run keeps no resource alive
             if ticker is not None:
                 ticker.cancel()
         if run.store is not None:
