@@ -56,22 +56,27 @@ async def time_runs(flow: nf.Flow, repeat: int) -> float:
     return statistics.median(times)
 
 
-def _best(fn, calls: int, repeat: int) -> float:
-    """Seconds per call: the fastest of ``repeat`` blocks of ``calls`` calls (the least disturbed by load)."""
-    best = float("inf")
+def _interleaved(fns: list, calls: int, repeat: int) -> list[float]:
+    """Seconds per call of each ``fn(calls)``: the fastest of ``repeat`` blocks, the functions' blocks
+    interleaved so that load on a shared machine hits all of them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(calls)
-        best = min(best, (time.perf_counter() - t0) / calls)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            out = fn(calls)
+            if asyncio.iscoroutine(out):
+                raise TypeError("sync functions only")
+            best[i] = min(best[i], (time.perf_counter() - t0) / calls)
     return best
 
 
-async def _abest(fn, calls: int, repeat: int) -> float:
-    best = float("inf")
+async def _ainterleaved(fns: list, calls: int, repeat: int) -> list[float]:
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        await fn(calls)
-        best = min(best, (time.perf_counter() - t0) / calls)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            await fn(calls)
+            best[i] = min(best[i], (time.perf_counter() - t0) / calls)
     return best
 
 
@@ -92,8 +97,7 @@ async def lookup(flow: nf.Flow, calls: int, repeat: int) -> tuple[float, float, 
         for _ in range(n):
             await provide(bound, inputs)
 
-    base = await _abest(many_baseline, calls, repeat)
-    ours = await _abest(many_provide, calls, repeat)
+    base, ours = await _ainterleaved([many_baseline, many_provide], calls, repeat)
     used = (("llm", bound),)
     kwargs = {"x": 1}
     run = Run(flow.name, "bench", inputs, [])
@@ -109,8 +113,7 @@ async def lookup(flow: nf.Flow, calls: int, repeat: int) -> tuple[float, float, 
             d = kwargs.copy()
             d["llm"] = table["llm"]
 
-    fast = _best(many_ready, calls, repeat)
-    copy = _best(many_copy, calls, repeat)
+    copy, fast = _interleaved([many_copy, many_ready], calls, repeat)
     return ours, base, fast, copy
 
 
