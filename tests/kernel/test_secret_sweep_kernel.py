@@ -75,7 +75,7 @@ def validation(hfToken: str) -> int:
 
 @flow.node
 def question(hf_token: str) -> str:
-    return nf.ask(f"use the key {hf_token}?", options=["yes", "no"])
+    return nf.ask(f"use the key {hf_token}?", options=["yes", f"no, not {hf_token}"])
 
 flow.add(child, name="sub", inputs={"key": "openai"})
 
@@ -91,6 +91,8 @@ CELLS = [
     "run",
     'df = flow.batch([inputs() for _ in range(3)], store="batch.db", keep="all")\nprint(df["status"].tolist())',
     "nf.explore(df)",
+    "handle = flow.start(inputs(), show=True)\nhandle",
+    "started = await handle\nprint(started.status.name)",
 ]
 
 
@@ -153,6 +155,19 @@ class Kernel:
         self.km.shutdown_kernel(now=False)
 
 
+def _last(kernel: Kernel, comm_id: str, trait: str) -> Any:
+    """The last value of ``trait`` a widget sent (its comm_open state, then its updates)."""
+    value = None
+    for m in kernel.messages:
+        if m["content"].get("comm_id") != comm_id:
+            continue
+        data = m["content"].get("data", {})
+        state = data.get("state", {})
+        if trait in state:
+            value = state[trait]
+    return value
+
+
 def _text(msg: dict[str, Any]) -> str:
     parts = [json.dumps(msg["content"], default=str, ensure_ascii=False)]
     for buf in msg.get("buffers") or []:
@@ -172,6 +187,13 @@ def test_no_message_to_the_browser_and_no_file_holds_a_secret(tmp_path):
                 kernel.send_custom(comm_id, {"kind": "select", "node": node})
             kernel.send_custom(comm_id, {"kind": "timeline"})
         kernel.drain()
+        answered = 0
+        for comm_id in views:  # the last state each view sent: its open questions, options as shown
+            questions = _last(kernel, comm_id, "questions")
+            for q in questions or []:
+                kernel.send_custom(comm_id, {"kind": "answer", "key": q["key"], "value": q["options"][1]})
+                answered += 1
+        kernel.drain(quiet=3.0)
         tables = kernel.comms(model="AnyModel")
         assert tables, "the explorer's table"
         for comm_id in tables:
@@ -194,6 +216,8 @@ def test_no_message_to_the_browser_and_no_file_holds_a_secret(tmp_path):
     kinds = {m["msg_type"] for m in kernel.messages}
     assert {"comm_open", "comm_msg", "display_data", "stream"} <= kinds, kinds
     assert len(opened_views) >= len(views) + 3, "each explorer row opened its run view"
+    assert answered >= 1, "a paused question was answered through the view"
+    assert "resuming with" in everything  # the view resumed the run with the chosen option
     # the leak paths were shown, redacted: this sweep looked at them
     for shown in (
         "invalid key",  # an error message
