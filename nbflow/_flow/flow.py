@@ -628,7 +628,11 @@ class Flow:
             child._path = f"{parent._path}{path}."
             if forward is not None:
                 child.subscribe(forward)
-        await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
+        child._resources = None  # resolved on this loop (a resumed sub-flow may have run on another one)
+        try:
+            await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
+        finally:
+            child._resources = None  # a finished sub-flow run keeps no resource alive
         return child
 
     async def arun(
