@@ -5,8 +5,9 @@ written before the package was split into layers still load (old class paths, wi
 Safe to open: ``loads`` never unpickles data without a valid tag unless ``allow_pickle=True``; it raises
 ``UntrustedData`` (a StoreError) instead, before a single byte is unpickled.
 
-Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBS1" + tag(32) +
-pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
+Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBT1" + ...``
+(plain data JSON cannot hold: DataFrames, arrays, models, tuples... - ``plain.py``, no code runs on
+load), ``b"NBS1" + tag(32) + pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nbflow._store import trust
 
 _JSON = b"NBJ1"
 _SIGNED = b"NBS1"
+_PLAIN = b"NBT1"  # nbflow/_store/plain.py: code-free tagged JSON + blobs
 _TAG = 32
 
 HOW_TO_TRUST = (
@@ -148,12 +150,19 @@ def pickled(value: Any, redactor: Redactor | None = None) -> bytes:
 
 
 def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
-    """``value`` as stored: JSON when JSON keeps it exactly, else a signed pickle; secrets' texts redacted."""
+    """``value`` as stored: JSON when JSON keeps it exactly, else the code-free form of ``plain.py``
+    (DataFrames, arrays, models, tuples, datetimes...), else a signed pickle; secrets' texts redacted."""
+    from nbflow._store import plain
+
     try:
-        plain = redactor.scrub(value) if redactor else value
-        if json_exact(plain):
-            return _JSON + json.dumps(plain, allow_nan=True).encode()
+        scrubbed = redactor.scrub(value) if redactor else value
+        if json_exact(scrubbed):
+            return _JSON + json.dumps(scrubbed, allow_nan=True).encode()
     except RecursionError:
+        pass
+    try:
+        return plain.to_bytes(value, redactor)
+    except plain.NotPlain:
         pass
     return sign_pickle(pickled(value, redactor))
 
@@ -195,6 +204,10 @@ def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
     data = bytes(data)
     if data[:4] == _JSON:
         return json.loads(data[4:])
+    if data[:4] == _PLAIN:
+        from nbflow._store import plain
+
+        return plain.from_bytes(data)
     if data[:4] == _SIGNED:
         tag, body = data[4 : 4 + _TAG], data[4 + _TAG :]
         if not (allow_pickle or trust.verify(body, tag)):
