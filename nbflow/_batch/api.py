@@ -319,7 +319,7 @@ async def _drive(state: State) -> pd.DataFrame:
             assign_keys(cases)  # how stored rows are found again: by content
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret)
             # One process at a time per stored batch (nbflow/_store/claims.py): a second resumer is refused.
-            claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout)
+            claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout, lock_wait=store.lock_wait)
             todo = _resume(state, store, progress)
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id

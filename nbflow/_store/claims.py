@@ -67,41 +67,59 @@ def _who(owner: str) -> str:
 class BatchClaim:
     """The claim of ``batch_id`` in the store at ``path`` (taken in ``__init__``; ``release()`` ends it)."""
 
-    def __init__(self, path: str | os.PathLike[str], batch_id: str, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], batch_id: str, *, timeout: float = 5.0, lock_wait: float = 30.0
+    ) -> None:
+        """``timeout``: SQLite's wait for a lock per try; a locked file is retried until ``lock_wait`` passed."""
         self.path = os.fspath(path)
         self.batch_id = batch_id
         self.claim = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._db = open_db(self.path, timeout)
-        try:
-            with Transaction(self._db):
-                self._db.execute(_SCHEMA)
-                row = self._db.execute(
-                    "SELECT owner, claim, since, heartbeat FROM batch_claims WHERE batch_id = ?", (batch_id,)
-                ).fetchone()
-                if row is not None and not _stale(row[0], row[1], row[3]):
-                    since = time.strftime("%H:%M:%S", time.localtime(row[2]))
-                    raise BatchClaimed(
-                        f"store {self.path!r}: batch {batch_id!r} is being run by {_who(row[0])} (since {since}); "
-                        f"two processes running one batch would run the same rows. Wait for it to end (then "
-                        f"resume=True reuses its rows), stop it, or give this run another batch_id=/store"
-                    )
-                now = time.time()
-                self._db.execute(
-                    "INSERT OR REPLACE INTO batch_claims(batch_id, owner, claim, since, heartbeat) VALUES (?,?,?,?,?)",
-                    (batch_id, owner_token(), self.claim, now, now),
-                )
-        except BatchClaimed:
-            self._db.close()
-            raise
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise store_error(exc, self.path, timeout) from None
+        deadline = time.monotonic() + lock_wait
+        pause = 0.05
+        while True:
+            try:
+                self._take()
+                break
+            except sqlite3.OperationalError as exc:
+                text = str(exc)
+                if ("locked" in text or "busy" in text) and time.monotonic() < deadline:
+                    time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                    pause = min(pause * 2, 1.0)
+                    continue
+                self._db.close()
+                raise store_error(exc, self.path, lock_wait) from None
+            except sqlite3.Error as exc:
+                self._db.close()
+                raise store_error(exc, self.path, timeout) from None
+            except BaseException:
+                self._db.close()
+                raise
         with _LIVE_LOCK:
             _LIVE.add(self.claim)
         self._thread = threading.Thread(target=self._beat, name=f"nbflow-claim-{batch_id}", daemon=True)
         self._thread.start()
+
+    def _take(self) -> None:
+        with Transaction(self._db):
+            self._db.execute(_SCHEMA)
+            row = self._db.execute(
+                "SELECT owner, claim, since, heartbeat FROM batch_claims WHERE batch_id = ?", (self.batch_id,)
+            ).fetchone()
+            if row is not None and not _stale(row[0], row[1], row[3]):
+                since = time.strftime("%H:%M:%S", time.localtime(row[2]))
+                raise BatchClaimed(
+                    f"store {self.path!r}: batch {self.batch_id!r} is being run by {_who(row[0])} (since {since}); "
+                    f"two processes running one batch would run the same rows. Wait for it to end (then "
+                    f"resume=True reuses its rows), stop it, or give this run another batch_id=/store"
+                )
+            now = time.time()
+            self._db.execute(
+                "INSERT OR REPLACE INTO batch_claims(batch_id, owner, claim, since, heartbeat) VALUES (?,?,?,?,?)",
+                (self.batch_id, owner_token(), self.claim, now, now),
+            )
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT):
