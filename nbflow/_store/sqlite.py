@@ -69,19 +69,19 @@ class _Cursor(sqlite3.Cursor):
         found = damaged(exc, getattr(self.connection, "path", "?"))
         return exc if found is None else found
 
-    def execute(self, sql: str, parameters: Any = ()) -> _Cursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
         try:
             return super().execute(sql, parameters)
         except sqlite3.DatabaseError as exc:
             raise self._fail(exc) from None
 
-    def executemany(self, sql: str, seq_of_parameters: Any) -> _Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, seq_of_parameters: Any) -> Any:
         try:
             return super().executemany(sql, seq_of_parameters)
         except sqlite3.DatabaseError as exc:
             raise self._fail(exc) from None
 
-    def executescript(self, sql_script: str) -> _Cursor:  # type: ignore[override]
+    def executescript(self, sql_script: str) -> Any:
         try:
             return super().executescript(sql_script)
         except sqlite3.DatabaseError as exc:
@@ -112,16 +112,16 @@ class StoreConnection(sqlite3.Connection):
     path: str = "?"
     read_only = False  # opened as an immutable read-only copy (``open_db``)
 
-    def cursor(self, factory: Any = _Cursor) -> Any:  # type: ignore[override]
+    def cursor(self, factory: Any = _Cursor) -> Any:
         return super().cursor(factory)
 
-    def execute(self, sql: str, parameters: Any = ()) -> Any:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
         return self.cursor().execute(sql, parameters)
 
-    def executemany(self, sql: str, parameters: Any) -> Any:  # type: ignore[override]
+    def executemany(self, sql: str, parameters: Any) -> Any:
         return self.cursor().executemany(sql, parameters)
 
-    def executescript(self, sql_script: str) -> Any:  # type: ignore[override]
+    def executescript(self, sql_script: str) -> Any:
         return self.cursor().executescript(sql_script)
 
 
@@ -141,7 +141,7 @@ def open_db(path: str | os.PathLike[str], timeout: float = 5.0) -> sqlite3.Conne
         if _cannot_write(shown):
             return _open_read_only(shown, timeout)
         raise StoreError(f"cannot open the store {shown!r}: {exc}; check the path and permissions") from None
-    db.path = shown  # type: ignore[attr-defined]
+    db.path = shown
     try:
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed transaction survives a process crash (not a power cut).
@@ -176,8 +176,8 @@ def _open_read_only(path: str, timeout: float) -> sqlite3.Connection:
         db = sqlite3.connect(
             uri, uri=True, timeout=timeout, check_same_thread=False, isolation_level=None, factory=StoreConnection
         )
-        db.path = path  # type: ignore[attr-defined]
-        db.read_only = True  # type: ignore[attr-defined]
+        db.path = path
+        db.read_only = True
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         raise store_error(exc, path, timeout) from None
