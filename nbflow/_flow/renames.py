@@ -133,4 +133,5 @@ def _warn(flow: Flow, old: str, new: str, origin: _Origin) -> None:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("always", NbflowWarning)  # every re-run that leaves it wired, not once
-        warnings.warn(message, NbflowWarning, stacklevel=2)
+        # Shown as "<cell>:5: NbflowWarning: ...": the place of the rename, not a line of nbflow's
+        warnings.warn_explicit(message, NbflowWarning, "<cell>" if origin.place[0] == "cell" else "<code>", origin.line)

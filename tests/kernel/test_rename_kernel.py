@@ -51,6 +51,9 @@ def test_renaming_a_node_in_a_re_run_cell_warns_naming_both_and_the_fix(kernel: 
         CELL.replace("features({uses}: list)", "features(clean: list)").format(name="clean2", uses="clean"), cell
     )
     assert "NbflowWarning" in renamed, renamed
+    assert renamed.lstrip().startswith("<cell>:5: NbflowWarning: node 'clean2'"), (
+        renamed
+    )  # its decorator (IPython drops the leading blank line)
     assert "node 'clean2' was declared where this cell declared node 'clean' before" in renamed
     assert "'clean' is still in flow 'pipe': 'features' still takes its output" in renamed
     assert "flow.remove('clean')" in renamed
