@@ -22,7 +22,19 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import GNode, Graph
     from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "node_paths", "table_html", "tries"]
+__all__ = [
+    "NodeLook",
+    "SvgTemplate",
+    "can_draw",
+    "first_doc_lines",
+    "initial_collapse",
+    "looks",
+    "node_paths",
+    "subflow_paths",
+    "table_html",
+    "tries",
+    "visible_nodes",
+]
 
 _DASH = r"(?:&#45;|-)"
 _START = re.compile(rf'<g id="node{_DASH}(?P<name>[\w.]+)" class="node nbflow{_DASH}node nbflow{_DASH}\w+">')
@@ -162,16 +174,18 @@ class SvgTemplate:
         self.blank = self.render({n: NodeLook(NodeStatus.PENDING, n) for n in self.nodes})
 
     @classmethod
-    def layout(cls, graph: Graph) -> SvgTemplate:
-        """Lay ``graph`` out with Graphviz (needs the ``dot`` program), once per graph.
+    def layout(cls, graph: Graph, collapsed: frozenset[str] = frozenset()) -> SvgTemplate:
+        """Lay ``graph`` out with Graphviz (needs the ``dot`` program), once per graph and set of collapsed
+        sub-flows.
 
         Cached on the graph: ten concurrent runs of a flow open ten views, and running ``dot`` for
         each would block the kernel's loop (~25 ms a time) while their nodes run.
         """
-        found = graph._views.get("svg_template")
+        key = "svg_template:" + ",".join(sorted(collapsed))
+        found = graph._views.get(key)
         if found is None:
-            svg = to_dot(graph, cast("Run", _LayoutRun(graph))).pipe(format="svg", encoding="utf-8")
-            found = graph._views["svg_template"] = cls(svg)
+            svg = to_dot(graph, cast("Run", _LayoutRun(graph)), collapsed).pipe(format="svg", encoding="utf-8")
+            found = graph._views[key] = cls(svg)
         return cast("SvgTemplate", found)
 
     def render(self, node_looks: Mapping[str, NodeLook]) -> str:
@@ -245,6 +259,37 @@ def table_html(
     )
 
 
+def subflow_paths(graph: Graph) -> list[str]:
+    """The paths of every sub-flow node (``"sub"``, ``"sub.inner"``), outer ones first."""
+    return [path for path, g in node_paths(graph) if getattr(g.spec, "flow", None) is not None]
+
+
+def visible_nodes(graph: Graph, collapsed: frozenset[str], prefix: str = "") -> int:
+    """How many nodes the picture shows when the sub-flows in ``collapsed`` are drawn as one node each."""
+    count = 0
+    for name, g in graph.nodes.items():
+        count += 1
+        child = getattr(g.spec, "flow", None)
+        if child is not None and prefix + name not in collapsed:
+            count += visible_nodes(child.graph, collapsed, f"{prefix}{name}.")
+    return count
+
+
+def initial_collapse(graph: Graph, max_nodes: int) -> frozenset[str] | None:
+    """Which sub-flows to fold at first so that the picture stays readable, or None for the table.
+
+    Everything open when the whole graph fits in ``max_nodes``; else every sub-flow folded (the user opens
+    the ones they want); None when even that is too big, or ``dot`` is missing.
+    """
+    if not has_dot():
+        return None
+    if visible_nodes(graph, frozenset()) <= max_nodes:
+        return frozenset()
+    every = frozenset(subflow_paths(graph))
+    return every if every and visible_nodes(graph, every) <= max_nodes else None
+
+
 def can_draw(graph: Graph, max_nodes: int) -> bool:
-    """Whether the SVG is used: ``dot`` is installed and the graph is small enough to read."""
-    return has_dot() and sum(1 for _ in node_paths(graph)) <= max_nodes
+    """Whether the SVG is used: ``dot`` is installed and the graph, its sub-flows folded if need be, is small
+    enough to read."""
+    return initial_collapse(graph, max_nodes) is not None

@@ -24,6 +24,31 @@ function hideSnapshot(id) {
   document.head.append(style);
 }
 
+// Node states arrive as numbered per-node deltas (custom messages), folded into the model's "nodes" here,
+// once per model (every view of it listens to change:nodes). A gap in the numbers (deltas sent before this
+// model listened) asks the kernel for the whole state once.
+function initialize({ model }) {
+  let folded = 0; // the last delta folded in here; the model's own state may be newer (a state sync)
+  const seq = () => Math.max(folded, model.get("nodes_seq") || 0);
+  const onMsg = (msg) => {
+    if (!msg || msg.kind !== "nodes") return;
+    if (msg.full) {
+      if (msg.seq < seq()) return;
+      folded = msg.seq;
+      model.set("nodes", msg.full);
+      return;
+    }
+    if (msg.seq <= seq()) return; // already in (a resync answered after it was sent)
+    const gap = msg.seq !== seq() + 1;
+    folded = msg.seq;
+    model.set("nodes", { ...(model.get("nodes") || {}), ...msg.delta }); // the newest news either way
+    if (gap) model.send({ kind: "resync", seq: -1 });
+  };
+  model.on("msg:custom", onMsg);
+  model.send({ kind: "resync", seq: seq() }); // deltas may have gone out before this model listened
+  return () => model.off("msg:custom", onMsg);
+}
+
 function render({ model, el }) {
   const send = (msg) => model.send(msg);
   el.classList.add("nbflow-rv");
@@ -38,7 +63,8 @@ function render({ model, el }) {
   const zoomOut = h("button", { class: "nbflow-rv-btn", title: "zoom out" }, "−");
   const fit = h("button", { class: "nbflow-rv-btn", title: "fit to width" }, "fit");
   const cancel = h("button", { class: "nbflow-rv-btn nbflow-rv-cancel", title: "Cancel the run (finished outputs are kept)" }, "■ Cancel");
-  const tools = h("div", { class: "nbflow-rv-tools" }, search, selector, zoomIn, zoomOut, fit, cancel);
+  const fold = h("button", { class: "nbflow-rv-btn nbflow-rv-fold", title: "open or fold the sub-flow (or double-click it)" });
+  const tools = h("div", { class: "nbflow-rv-tools" }, search, selector, zoomIn, zoomOut, fit, fold, cancel);
   const svgHost = h("div", { class: "nbflow-rv-svg" });
   const pane = h("div", { class: "nbflow-rv-graph nbflow-graph", tabindex: "0", "aria-label": "graph: arrow keys move between nodes" }, svgHost);
   const left = h("div", { class: "nbflow-rv-left" }, tools, pane);
@@ -140,6 +166,7 @@ function render({ model, el }) {
     if (!name) return;
     model.set("selected", name); // local echo only: never saved, the kernel's answer follows
     markSelected();
+    drawFold();
     send({ kind: "select", node: name, how });
   }
 
@@ -200,6 +227,32 @@ function render({ model, el }) {
     cancel.disabled = true;
     cancel.textContent = "Cancelling…";
     send({ kind: "cancel" });
+  });
+
+  // --- sub-flows: folded into one node, or open --------------------------------------------------
+  function foldTarget() {
+    // the selected sub-flow, or the innermost sub-flow around the selected node
+    const sel = model.get("selected") || "";
+    const subs = model.get("subflows") || [];
+    if (subs.includes(sel)) return sel;
+    return subs.filter((p) => sel.startsWith(p + ".")).sort((a, b) => b.length - a.length)[0] || null;
+  }
+  function drawFold() {
+    const target = foldTarget();
+    fold.style.display = target ? "" : "none";
+    if (!target) return;
+    const folded = (model.get("collapsed") || []).includes(target);
+    fold.textContent = folded ? `▸ open ${target}` : `▾ fold ${target}`;
+  }
+  function toggleFold(target) {
+    if (!target) return;
+    const folded = (model.get("collapsed") || []).includes(target);
+    send({ kind: "fold", node: target, folded: !folded });
+  }
+  fold.addEventListener("click", () => toggleFold(foldTarget()));
+  pane.addEventListener("dblclick", (e) => {
+    const n = e.target.closest(".nbflow-node");
+    if (n && n.id && (model.get("subflows") || []).includes(n.id.slice(5))) toggleFold(n.id.slice(5));
   });
 
   // --- search ----------------------------------------------------------------------------------
@@ -344,12 +397,16 @@ function render({ model, el }) {
     ["change:questions", drawQuestions],
     ["change:answer_status", drawAnswerStatus],
     ["change:timeline", drawTimeline],
+    ["change:selected", drawFold],
+    ["change:collapsed", drawFold],
+    ["change:subflows", drawFold],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
   drawSvg();
   drawOptions();
   drawText();
   drawQuestions();
+  drawFold();
   onSelected();
   if (!model.get("selected")) lastSelected = null;
   return () => {
@@ -357,4 +414,4 @@ function render({ model, el }) {
   };
 }
 
-export default { render };
+export default { initialize, render };
