@@ -41,6 +41,7 @@ _START = re.compile(rf'<g id="node{_DASH}(?P<name>[\w.]+)" class="node nbflow{_D
 _TITLE = re.compile(r'(<a [^>]*?title=")[^"]*(")')
 _PAINT = re.compile(r'<(path|polygon) fill="[^"]*" stroke="[^"]*"(?: stroke-width="[^"]*")?')
 _STATUS_TEXT = re.compile(r"(<text[^>]*>)succeeded(</text>)(?![\s\S]*<text)")
+_GRAPH_TITLE = re.compile(r'(<g id="graph0" class="graph"[^>]*>\s*)<title>[^<]*</title>')
 _LAYOUT_STATUS = NodeStatus.SUCCEEDED  # "succeeded" is as wide as any status label
 
 
@@ -149,11 +150,16 @@ class _LayoutRun:
         }
 
 
+_MAX_LAYOUTS = 64
+_LAYOUTS: dict[str, SvgTemplate] = {}  # DOT text (without the flow's name) -> its layout; least recently used first
+
+
 class SvgTemplate:
     """A laid-out SVG of a graph whose node attributes can be rewritten cheaply."""
 
     def __init__(self, svg: str) -> None:
         svg = svg[max(svg.find("<svg"), 0) :]  # drop the XML prolog and DOCTYPE: this goes inside HTML
+        svg = _GRAPH_TITLE.sub(r"\1", svg, count=1)  # the flow's name: layouts are shared by name-blind shape
         self._parts: list[str | tuple[str, str]] = []  # static text, or (node name, block template)
         pos = 0
         for m in _START.finditer(svg):
@@ -184,8 +190,17 @@ class SvgTemplate:
         key = "svg_template:" + ",".join(sorted(collapsed))
         found = graph._views.get(key)
         if found is None:
-            svg = to_dot(graph, cast("Run", _LayoutRun(graph)), collapsed).pipe(format="svg", encoding="utf-8")
-            found = graph._views[key] = cls(svg)
+            dot = to_dot(graph, cast("Run", _LayoutRun(graph)), collapsed)
+            # Also shared by graphs of the same shape (a flow defined again when its cell runs again):
+            # the DOT text without its first line (the flow's name, which the picture does not show).
+            shape = dot.source.partition("\n")[2]
+            found = _LAYOUTS.pop(shape, None)
+            if found is None:
+                found = cls(dot.pipe(format="svg", encoding="utf-8"))
+            _LAYOUTS[shape] = found
+            while len(_LAYOUTS) > _MAX_LAYOUTS:
+                _LAYOUTS.pop(next(iter(_LAYOUTS)))
+            graph._views[key] = found
         return cast("SvgTemplate", found)
 
     def render(self, node_looks: Mapping[str, NodeLook]) -> str:

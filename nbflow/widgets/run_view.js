@@ -275,10 +275,25 @@ function render({ model, el }) {
   });
 
   // --- selector --------------------------------------------------------------------------------
+  // With a picture the kernel sends the names once and the labels come from the node states
+  // ("✗ report — failed"); without one (a table) its labels are the names.
+  function optionLabel(label, value) {
+    const symbols = model.get("symbols") || {};
+    const v = (model.get("nodes") || {})[value];
+    if (!v || !Object.keys(symbols).length) return label;
+    const state = v[0] === "none" ? "not in run" : v[0];
+    return `${symbols[state] || "·"} ${value} — ${state}`;
+  }
   function drawOptions() {
     const opts = model.get("options") || [];
-    selector.replaceChildren(...opts.map(([label, value]) => h("option", { value }, label)));
+    selector.replaceChildren(...opts.map(([label, value]) => h("option", { value }, optionLabel(label, value))));
     selector.value = model.get("selected");
+  }
+  function relabelOptions() {
+    for (const o of selector.options) {
+      const text = optionLabel(o.value, o.value);
+      if (o.textContent !== text) o.textContent = text;
+    }
   }
   selector.addEventListener("change", () => pick(selector.value, "selector"));
 
@@ -387,6 +402,7 @@ function render({ model, el }) {
     ["change:svg", drawSvg],
     ["change:table", drawSvg],
     ["change:nodes", recolour],
+    ["change:nodes", relabelOptions],
     ["change:selected", onSelected],
     ["change:options", drawOptions],
     ["change:header", drawText],

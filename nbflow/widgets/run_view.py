@@ -116,6 +116,7 @@ class RunView(anywidget.AnyWidget):
     snapshot_id = t.Unicode("").tag(sync=True)
     timeline = t.Dict().tag(sync=True)
 
+    symbols = t.Dict().tag(sync=True)  # state -> symbol, for the selector's labels (sent once)
     subflows: t.List[Any] = t.List().tag(sync=True)  # the paths of the sub-flow nodes (foldable)
     collapsed: t.List[Any] = t.List().tag(sync=True)  # the sub-flows drawn as one node each
 
@@ -179,7 +180,10 @@ class RunView(anywidget.AnyWidget):
             svg=self._template.blank if self._template is not None else "",
             # every node's state goes out with the opening message; then only what changes (_send_nodes)
             nodes=self._node_states(run) if self._template is not None else {},
-            options=[] if self._live_labels else [[name, name] for name in self._paths],
+            # the selector's entries, once: with a picture the browser labels them from the node states
+            # ("✗ report — failed"), so a redraw does not send every label again
+            options=[[name, name] for name in self._paths],
+            symbols=SYMBOLS if self._live_labels else {},
             cancellable=handle is not None and not run.status.finished,
             status=run.status.value,
             subflows=subflow_paths(graph) if self._template is not None else [],
@@ -427,8 +431,6 @@ class RunView(anywidget.AnyWidget):
                 self._send_nodes(self._node_states(run))
             else:
                 self.table = table_html(self._paths, self._record, self.selected or None, self._redact)
-            if self._live_labels:
-                self._update_options()
             if run.status.finished:
                 self.cancellable = False
             self._update_questions(run)
@@ -505,15 +507,6 @@ class RunView(anywidget.AnyWidget):
         if self.table or run is None:
             return self.table
         return table_html(self._paths, self._record, self.selected or None, self._redact)
-
-    def _update_options(self) -> None:
-        options = []
-        for name in self._paths:
-            rec = self._record(name)
-            state = rec.status.value if rec is not None else "not in run"
-            options.append([f"{SYMBOLS.get(state, '·')} {name} — {state}", name])
-        if options != self.options:
-            self.options = options
 
     def _auto_select(self, run: Run) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""

@@ -385,12 +385,33 @@ def test_every_click_is_handled_during_and_after_runs(lab: Server) -> None:
 
 
 # --- Notebook 7 (`jupyter notebook`): the same clicks, the same answers ------------------------------------------
+NESTED_CELL = """def chain(title: str, n: int, fail: bool) -> nf.Flow:
+    sub = nf.Flow(title)
+    sub.add(lambda text: text, name="s0")
+    for i in range(1, n):
+        if fail and i == n - 1:
+            def broken(x: str) -> str:
+                raise ValueError("inner failure")
+            sub.add(broken, name=f"s{i}", inputs={"x": f"s{i - 1}"})
+        else:
+            sub.add(lambda x: x, name=f"s{i}", inputs={"x": f"s{i - 1}"})
+    return sub
+
+
+big = nf.Flow("nested")
+big.add(lambda: "text", name="doc")
+big.add(chain("clean", 80, False), name="clean", inputs={"text": "doc"}, output="s79")
+big.add(chain("judge", 80, True), name="judge", inputs={"text": "clean"}, output="s79")
+nested = big.run()  # 161 nodes: drawn with its sub-flows folded, not as a table"""
+
+
 @pytest.mark.browser
 def test_every_click_is_handled_in_notebook7(notebook7: Server) -> None:
-    """3 clicks + 1 selector pick during `await flow.arun(...)` and after it ends, in Notebook 7."""
+    """3 clicks + 1 selector pick during `await flow.arun(...)` and after it ends, in Notebook 7; a big graph's
+    sub-flows fold and open."""
     from playwright.sync_api import expect, sync_playwright
 
-    write_notebook(notebook7.work / "clicks.ipynb", CLICK_CELLS[:2])
+    write_notebook(notebook7.work / "clicks.ipynb", [*CLICK_CELLS[:2], NESTED_CELL])
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -410,6 +431,65 @@ def test_every_click_is_handled_in_notebook7(notebook7: Server) -> None:
             awaited.scroll_into_view_if_needed()
             for folder in shot_folders():
                 awaited.screenshot(path=str(folder / "run_widget_notebook7.png"))
+
+            # a 161-node graph: a picture with its two sub-flows folded into one node each (not a table)
+            nested = page.locator(".nbflow-runview").nth(1)
+            judge = nested.locator("svg g#node-judge")
+            expect(judge).to_have_class(_cls("failed"), timeout=60_000)
+            expect(judge).to_contain_text("sub-flow 'judge': 80 nodes")
+            inner = nested.locator('svg g[id="node-judge.s79"]')
+            expect(inner).to_have_count(0)
+            fold = nested.locator("button.nbflow-rv-fold")
+            expect(fold).to_have_text("▸ open judge", timeout=30_000)  # the failed node is inside it
+            fold.click()
+            expect(inner).to_have_class(_cls("failed"), timeout=30_000)  # laid out again, coloured at once
+            expect(nested.locator('svg g[id="node-judge.s3"]')).to_have_class(_cls("succeeded"))
+            expect(nested.locator('svg g[id="node-clean.s3"]')).to_have_count(0)  # the other stays folded
+            expect(fold).to_have_text("▾ fold judge")
+            nested.locator("svg g#node-judge").dblclick()  # double-click folds it again
+            expect(inner).to_have_count(0, timeout=30_000)
+            expect(judge).to_have_class(_cls("failed"))
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+def test_a_reopened_notebook_shows_the_snapshot_not_an_error_in_notebook7(notebook7: Server) -> None:
+    """Run, save (as Notebook 7 does: no widget state), reopen with a new kernel: each run's snapshot shows,
+    and none of ipywidgets' "model not found" errors; a run shown again as a cell's value has its own."""
+    from playwright.sync_api import expect, sync_playwright
+
+    work = notebook7.work
+    tiny = "import nbflow as nf\n\nf = nf.Flow('tiny')\n\n\n@f.node\ndef a() -> int:\n    return 1"
+    write_notebook(work / "saved.ipynb", [tiny, "run = await f.arun()", "run"])
+    env = server_env(work.parent)
+    for command in (
+        ["nbconvert", "--to", "notebook", "--execute", "--inplace", "saved.ipynb"],
+        ["trust", "saved.ipynb"],
+    ):
+        subprocess.run([sys.executable, "-m", "jupyter", *command], cwd=work, env=env, check=True, capture_output=True)
+    nb = nbformat.read(work / "saved.ipynb", as_version=4)
+    assert (
+        sum("nbflow-snap" in "".join(o.get("data", {}).get("text/html", "")) for c in nb.cells for o in c.outputs) == 2
+    )
+    nb.metadata.pop("widgets", None)  # saved without the widget state (the default of JupyterLab and Notebook 7)
+    nbformat.write(nb, work / "saved.ipynb")
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", "saved.ipynb"], cwd=work, env=env, check=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            open_notebook(page, notebook7, "saved.ipynb")
+            snaps = page.locator(".jp-Notebook .nbflow-snap")
+            expect(snaps).to_have_count(2, timeout=30_000)
+            for i in range(2):
+                expect(snaps.nth(i)).to_be_visible()
+                expect(snaps.nth(i)).to_contain_text("SUCCEEDED")
+            dead = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="model not found")
+            expect(dead).to_have_count(2, timeout=60_000)  # the widget manager gave up on both saved views ...
+            for i in range(2):
+                expect(dead.nth(i)).to_be_hidden()  # ... and neither error shows
+            assert "model not found" not in page.locator(".jp-Notebook").inner_text()
         finally:
             browser.close()
 

@@ -193,12 +193,14 @@ async def test_inspector_shows_outputs_richly_and_the_traceback(comm_log: list[A
     view.select("publish")
     assert "skipped" in view.inspector and "upstream" in view.inspector
     assert view.selected == "publish"
-    assert [label for label, _ in view.options] == [
-        "✓ table — succeeded",
-        "✓ stats — succeeded",
-        "✗ report — failed",
-        "– publish — skipped",
-    ]
+    # the selector's entries are sent once; the browser labels them from the node states and the symbols
+    assert view.options == [["table", "table"], ["stats", "stats"], ["report", "report"], ["publish", "publish"]]
+    assert {name: view.symbols[view.nodes[name][0]] for name, _ in view.options} == {
+        "table": "✓",
+        "stats": "✓",
+        "report": "✗",
+        "publish": "–",
+    }
 
 
 async def test_inspector_renders_models_long_text_and_images(comm_log: list[Any]) -> None:
@@ -434,6 +436,23 @@ def test_big_graphs_fold_their_subflows_and_each_opens_on_demand(comm_log: list[
         view.fold("doc")
     with pytest.raises(nf.UnknownNodeError):
         view.fold("nowhere")
+
+
+def test_a_flow_defined_again_reuses_its_layout(comm_log: list[Any]) -> None:
+    """Running a definition cell again makes a new Flow of the same shape: its picture is not laid out again
+    (``dot`` costs 25-100 ms, most of a warm run's first paint). Another shape is laid out anew."""
+    from nbflow.widgets.graph_pane import SvgTemplate
+
+    first = RunView(failing_flow().run(n=1, show=False))
+    again = failing_flow()
+    again.name = "renamed"
+    second = RunView(again.run(n=1, show=False))
+    assert second._template is first._template and second.svg == first.svg
+    assert "<title>inspect</title>" not in first.svg  # the name is not in the shared picture
+    other = nf.Flow("other")
+    other.add(lambda: 1, name="solo", thread=False)
+    assert RunView(other.run(show=False))._template is not first._template
+    assert SvgTemplate.layout(other.graph) is SvgTemplate.layout(other.graph)
 
 
 def test_small_nested_graphs_are_drawn_open(comm_log: list[Any]) -> None:
