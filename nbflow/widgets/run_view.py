@@ -73,6 +73,7 @@ __all__ = ["RunView"]
 MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that big is unreadable and slow to lay out
 _MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
 _MAX_ROWS = 100  # map items / loop iterations listed in the inspector
+_NO_TEXT = (int, float, complex, type(None))  # values that never carry a secret's text (bool is an int)
 _HERE = Path(__file__).parent
 _ESM = (_HERE / "run_view.js").read_text(encoding="utf-8")
 _CSS = (_HERE / "run_view.css").read_text(encoding="utf-8")
@@ -447,7 +448,11 @@ class RunView(anywidget.AnyWidget):
         """Remember the values of every secret-named input of every node (to redact them wherever they appear)."""
         for _path, rec in run.walk():
             if rec.inputs:
-                self._redact.collect(rec.inputs)
+                # numbers, booleans and None hold no text to redact: skip them before the name checks (~90%
+                # of this cost on a 1,000-node run of numbers)
+                texts = {k: v for k, v in rec.inputs.items() if not isinstance(v, _NO_TEXT)}
+                if texts:
+                    self._redact.collect(texts)
 
     def _header_html(self, run: Run) -> str:
         elapsed = run.duration
