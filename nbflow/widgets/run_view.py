@@ -122,6 +122,7 @@ class RunView(anywidget.AnyWidget):
     collapsed: t.List[Any] = t.List().tag(sync=True)  # the sub-flows drawn as one node each
 
     _node_deltas = False  # True once the widget is open (set at the end of __init__)
+    _final_sent = False  # the final node states went out whole (see _send_nodes)
 
     def __init__(
         self,
@@ -299,21 +300,30 @@ class RunView(anywidget.AnyWidget):
             return False  # sent by _send_nodes: only the nodes that changed
         return bool(super()._should_send_property(key, value))
 
-    def _send_nodes(self, new: dict[str, list[str]]) -> None:
+    def _send_nodes(self, new: dict[str, list[str]], final: bool = False) -> None:
         """Send only the nodes whose state changed, numbered: ``{"kind": "nodes", "seq": n, "delta": {...}}``.
 
         The browser folds each delta into its copy; a gap in the numbers (deltas sent before the browser's
         model listened) makes it ask for the whole state once (``resync``). The traits keep the whole
-        state: a page reloaded while the kernel lives gets it with the model's state.
+        state: a page reloaded while the kernel lives gets it with the model's state. The ``final`` state
+        (a finished or paused run) goes out whole, once, as a state update: the browser's model has it
+        however late its front end loaded, and so has the widget state a notebook saves (nbconvert and
+        nbclient record state updates, not custom messages).
         """
         old = self.nodes
         delta = {path: look for path, look in new.items() if old.get(path) != look}
-        if not delta:
+        if delta:
+            self.nodes = new
+            self.nodes_seq += 1
+        if not self._node_deltas:
             return
-        self.nodes = new
-        self.nodes_seq += 1
-        if self._node_deltas:
+        if final:
+            if delta or not self._final_sent:
+                self.send_state(["nodes", "nodes_seq"])
+                self._final_sent = True
+        elif delta:
             self.send({"kind": "nodes", "seq": self.nodes_seq, "delta": delta})
+            self._final_sent = False  # a resumed run: its end goes out whole again
 
     def _node_states(self, run: Run) -> dict[str, list[str]]:
         return {
@@ -429,7 +439,7 @@ class RunView(anywidget.AnyWidget):
             self.header = self._header_html(run)
             self.problems = self._problems_html(run)
             if self._template is not None:
-                self._send_nodes(self._node_states(run))
+                self._send_nodes(self._node_states(run), final)
             else:
                 self.table = table_html(self._paths, self._record, self.selected or None, self._redact)
             if run.status.finished:

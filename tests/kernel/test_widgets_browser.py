@@ -13,6 +13,7 @@ NEED_BROWSER=1 (CI), where that is a failure.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -354,31 +355,40 @@ def test_every_click_is_handled_during_and_after_runs(lab: Server) -> None:
             for folder in shot_folders():
                 awaited.screenshot(path=str(folder / "run_widget_dark.png"))
 
-            # 6. first paint of a warm run: from executing the cell to its view showing the final graph
-            page.evaluate(
-                """() => { const nb = window.jupyterapp.shell.currentWidget.content;
-                nb.activeCellIndex = nb.widgets.length - 1;
-                window.jupyterapp.commands.execute('notebook:insert-cell-below');
-                nb.activeCell.model.sharedModel.setSource("again = clicks_flow('warm', None).run()"); }"""
-            )
-            count = views.count()
-            page.evaluate(
-                """() => { window.__nbflowT0 = performance.now();
-                window.jupyterapp.commands.execute('notebook:run-cell'); }"""
-            )
-            page.wait_for_function(
-                """n => { const v = document.querySelectorAll('.nbflow-runview');
-                if (v.length <= n) return false;
-                const g = v[v.length - 1].querySelector('svg g#node-last');
-                if (!g || !g.classList.contains('nbflow-succeeded')) return false;
-                window.__nbflowPaint = performance.now() - window.__nbflowT0; return true; }""",
-                arg=count,
-                timeout=30_000,
-            )
-            paint_ms = page.evaluate("() => window.__nbflowPaint")
-            print(f"first paint of a warm run (execute -> final graph drawn): {paint_ms:.0f} ms")
+            # 6. first paint of a warm run: from executing the cell to its view showing the final graph. Five
+            # runs, each in a new cell; the median counts (the machine is shared: one sample says little).
+            paints = []
+            for i in range(5):
+                page.evaluate(
+                    """src => { const nb = window.jupyterapp.shell.currentWidget.content;
+                    nb.activeCellIndex = nb.widgets.length - 1;
+                    window.jupyterapp.commands.execute('notebook:insert-cell-below');
+                    nb.activeCell.model.sharedModel.setSource(src); }""",
+                    f"again{i} = clicks_flow('warm', None).run()",
+                )
+                count = views.count()
+                page.evaluate(
+                    """() => { window.__nbflowT0 = performance.now();
+                    window.jupyterapp.commands.execute('notebook:run-cell'); }"""
+                )
+                page.wait_for_function(
+                    """n => { const v = document.querySelectorAll('.nbflow-runview');
+                    if (v.length <= n) return false;
+                    const g = v[v.length - 1].querySelector('svg g#node-last');
+                    if (!g || !g.classList.contains('nbflow-succeeded')) return false;
+                    window.__nbflowPaint = performance.now() - window.__nbflowT0; return true; }""",
+                    arg=count,
+                    timeout=30_000,
+                )
+                paints.append(page.evaluate("() => window.__nbflowPaint"))
+                time.sleep(0.3)
+            paint_ms = sorted(paints)[len(paints) // 2]
+            load = os.getloadavg()[0]
+            print(f"first paint of a warm run (execute -> final graph drawn): median {paint_ms:.0f} ms of {paints}")
             (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
-            (ROOT / "tests" / "artifacts" / "first_paint_ms.txt").write_text(f"{paint_ms:.0f}\n")
+            (ROOT / "tests" / "artifacts" / "first_paint_ms.txt").write_text(
+                f"{paint_ms:.0f} (median of {[round(p) for p in paints]}; load average {load:.1f})\n"
+            )
             assert paint_ms < 1500, paint_ms  # the goal is 150 ms on an idle machine; see docs/widgets.md
         finally:
             browser.close()
