@@ -275,8 +275,13 @@ def table_html(
 
 
 def subflow_paths(graph: Graph) -> list[str]:
-    """The paths of every sub-flow node (``"sub"``, ``"sub.inner"``), outer ones first."""
-    return [path for path, g in node_paths(graph) if getattr(g.spec, "flow", None) is not None]
+    """The paths of every sub-flow node (``"sub"``, ``"sub.inner"``), outer ones first (cached per graph)."""
+    found = graph._views.get("subflow_paths")
+    if found is None:
+        found = graph._views["subflow_paths"] = [
+            path for path, g in node_paths(graph) if getattr(g.spec, "flow", None) is not None
+        ]
+    return list(cast("list[str]", found))
 
 
 def visible_nodes(graph: Graph, collapsed: frozenset[str], prefix: str = "") -> int:
@@ -298,10 +303,12 @@ def initial_collapse(graph: Graph, max_nodes: int) -> frozenset[str] | None:
     """
     if not has_dot():
         return None
+    every = frozenset(subflow_paths(graph))
+    if not every:  # no sub-flows: the node count decides
+        return frozenset() if len(graph.nodes) <= max_nodes else None
     if visible_nodes(graph, frozenset()) <= max_nodes:
         return frozenset()
-    every = frozenset(subflow_paths(graph))
-    return every if every and visible_nodes(graph, every) <= max_nodes else None
+    return every if visible_nodes(graph, every) <= max_nodes else None
 
 
 def can_draw(graph: Graph, max_nodes: int) -> bool:

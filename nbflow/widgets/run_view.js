@@ -199,7 +199,7 @@ function render({ model, el }) {
     setZoom(e.deltaY < 0 ? 1.2 : 1 / 1.2);
   }, { passive: false });
   pane.addEventListener("keydown", (e) => {
-    const names = (model.get("options") || []).map((o) => o[1]);
+    const names = model.get("options") || [];
     const i = names.indexOf(model.get("selected"));
     if (e.key === "ArrowDown" || e.key === "ArrowRight") pick(names[Math.min(i + 1, names.length - 1)], "key");
     else if (e.key === "ArrowUp" || e.key === "ArrowLeft") pick(names[Math.max(i - 1, 0)], "key");
@@ -267,7 +267,7 @@ function render({ model, el }) {
   search.addEventListener("keydown", (e) => {
     if (e.key !== "Enter") return;
     const q = search.value.trim().toLowerCase();
-    const found = (model.get("options") || []).map((o) => o[1]).find((n) => n.toLowerCase().includes(q));
+    const found = (model.get("options") || []).find((n) => n.toLowerCase().includes(q));
     if (found) {
       pick(found, "search");
       scrollToNode(found);
@@ -277,21 +277,21 @@ function render({ model, el }) {
   // --- selector --------------------------------------------------------------------------------
   // With a picture the kernel sends the names once and the labels come from the node states
   // ("✗ report — failed"); without one (a table) its labels are the names.
-  function optionLabel(label, value) {
+  function optionLabel(name) {
     const symbols = model.get("symbols") || {};
-    const v = (model.get("nodes") || {})[value];
-    if (!v || !Object.keys(symbols).length) return label;
+    const v = (model.get("nodes") || {})[name];
+    if (!v || !Object.keys(symbols).length) return name;
     const state = v[0] === "none" ? "not in run" : v[0];
-    return `${symbols[state] || "·"} ${value} — ${state}`;
+    return `${symbols[state] || "·"} ${name} — ${state}`;
   }
   function drawOptions() {
-    const opts = model.get("options") || [];
-    selector.replaceChildren(...opts.map(([label, value]) => h("option", { value }, optionLabel(label, value))));
+    const names = model.get("options") || [];
+    selector.replaceChildren(...names.map((name) => h("option", { value: name }, optionLabel(name))));
     selector.value = model.get("selected");
   }
   function relabelOptions() {
     for (const o of selector.options) {
-      const text = optionLabel(o.value, o.value);
+      const text = optionLabel(o.value);
       if (o.textContent !== text) o.textContent = text;
     }
   }

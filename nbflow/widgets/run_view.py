@@ -108,7 +108,7 @@ class RunView(anywidget.AnyWidget):
     problems = t.Unicode("").tag(sync=True)
     inspector = t.Unicode("").tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
-    options: t.List[Any] = t.List().tag(sync=True)
+    options: t.List[Any] = t.List().tag(sync=True)  # every node's path, for the selector (sent once)
     questions: t.List[Any] = t.List().tag(sync=True)
     answer_status = t.Dict().tag(sync=True)
     cancellable = t.Bool(False).tag(sync=True)
@@ -184,7 +184,7 @@ class RunView(anywidget.AnyWidget):
             nodes=self._node_states(run) if self._template is not None else {},
             # the selector's entries, once: with a picture the browser labels them from the node states
             # ("✗ report — failed"), so a redraw does not send every label again
-            options=[[name, name] for name in self._paths],
+            options=list(self._paths),
             symbols=SYMBOLS if self._live_labels else {},
             cancellable=handle is not None and not run.status.finished,
             status=run.status.value,
