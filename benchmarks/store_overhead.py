@@ -8,7 +8,7 @@ not the store's cost). Each side runs with and without persistence, interleaved,
 - baseline: asyncio + a semaphore, each finished row written as JSON in its own transaction
   (WAL, synchronous=NORMAL: what one writes by hand to be crash-safe) minus the same without it.
 
-    python benchmarks/store_overhead.py [--rows 5000] [--concurrency 100] [--repeat 5]
+    python benchmarks/store_overhead.py [--rows 5000] [--concurrency 100] [--repeat 5] [--keep none]
 
 Goal: nbflow adds <= 10 µs per row.
 """
@@ -82,7 +82,7 @@ async def baseline(rows: list[dict[str, int]], concurrency: int, path: str | Non
             db.close()
 
 
-async def measure(n: int, conc: int, repeat: int) -> dict[str, Any]:
+async def measure(n: int, conc: int, repeat: int, keep: str | None = None) -> dict[str, Any]:
     flow = make_flow()
     _ = flow.graph
     rows = [{"x": i} for i in range(n)]
@@ -96,7 +96,7 @@ async def measure(n: int, conc: int, repeat: int) -> dict[str, Any]:
                 if label.startswith("base"):
                     await baseline(rows, conc, path)
                 else:
-                    frame = await flow.abatch(rows, concurrency=conc, progress=False, store=path)
+                    frame = await flow.abatch(rows, concurrency=conc, progress=False, store=path, keep=keep)
                     assert (frame["status"] == "succeeded").all()
                 t[label].append(time.process_time() - t0)
     m = {k: statistics.median(v) for k, v in t.items()}
@@ -117,10 +117,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--keep",
+        default=None,
+        help="keep= for nbflow (default: the batch default, 'all' with a store: every row's run record is "
+        "written with it; 'none': the row alone, as the baseline writes)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    r = asyncio.run(measure(args.rows, args.concurrency, args.repeat))
-    print(f"store= cost per row: {args.rows} rows, concurrency {args.concurrency}, median of {args.repeat}")
+    r = asyncio.run(measure(args.rows, args.concurrency, args.repeat, args.keep))
+    print(
+        f"store= cost per row: {args.rows} rows, concurrency {args.concurrency}, median of {args.repeat}, "
+        f"keep={args.keep or 'default (all)'}"
+    )
     print(f"  hand-written (a transaction per row): +{r['baseline_added_us']:.1f} µs/row")
     print(f"  nbflow store=:                        +{r['nbflow_added_us']:.1f} µs/row  (goal <= 10)")
     print(f"  nbflow / hand-written:                {r['ratio']:.2f}x")

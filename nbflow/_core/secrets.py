@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -11,6 +12,8 @@ from typing import Any
 __all__ = ["REDACTED", "REDACTED_TEXT", "Redactor", "Secret", "env", "is_secret_name", "redact", "secret_texts"]
 
 REDACTED_TEXT = "[REDACTED]"
+# What a screen shows instead of a secret value (the run view, the explorer, variant labels).
+SCREEN_MASK = "••••••"
 """What replaces the text of a secret value inside a string written to disk (messages, tracebacks, outputs)."""
 
 # The one rule for secret names (stores, checkpoints, caches, batch ids, Dask and the widgets all ask
@@ -93,6 +96,11 @@ def is_secret_name(name: object) -> bool:
     """True when ``name`` looks like it holds a secret (``api_key``, ``HF_TOKEN``, ``db_pwd``, ``apiKey``...)."""
     if not isinstance(name, str):
         return False
+    return _secret_name(str(name))  # a str subclass is judged by its text
+
+
+@functools.lru_cache(maxsize=4096)  # the same few names (parameters, columns) are asked about for every row
+def _secret_name(name: str) -> bool:
     parts = [p.lower() for p in _SPLIT.split(name) if p]
     if any(p in _SECRET_WORDS for p in parts):
         return True

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Coroutine, Generator, Mapping
 from typing import Any
 
 import anyio
@@ -113,7 +114,8 @@ class _Scheduler:
         if inline and self.ready and self.in_flight < self.cap and not self.run._pause_requested:
             first = self.ready.popleft()
             self.in_flight += 1
-        self.pump()
+        if first is None or self.special:
+            self.pump()  # else the first worker hands out the other ready nodes once it has to wait
         self.check_finished()
         return first
 
@@ -124,14 +126,17 @@ class _Scheduler:
 
     def resolved(self, name: str) -> None:
         """``name`` reached a final state: release its dependents (iteratively: chains can be long)."""
+        nodes = self.graph.nodes
+        waiting = self.waiting
         todo = [name]
         while todo:
             n = todo.pop()
-            for d in self.graph.nodes[n].downstream:
-                if d not in self.waiting:
-                    continue
-                self.waiting[d] -= 1
-                if self.waiting[d]:
+            for d in nodes[n].downstream:
+                left = waiting.get(d)
+                if left is None:
+                    continue  # not planned
+                left = waiting[d] = left - 1
+                if left:
                     continue
                 reason = self.skip_reason(d)
                 if reason is None:
@@ -238,14 +243,17 @@ class _Scheduler:
                     else:
                         kwargs = gather_kwargs(g, records, inputs)
                     try:
-                        await call_node(g, records[name], kwargs, run)
+                        rest = self.step_node(call_node(g, records[name], kwargs, run))
+                        if rest is not None:
+                            await rest
                     except BaseException:
                         self.cancel_node(records[name], f"{self.why} while the node was running")
                         raise
                 if records[name].status is not NodeStatus.PAUSED:  # a paused node blocks its dependents
                     self.resolved(name)
                 name = self.ready.popleft() if self.ready and not run._pause_requested else None
-                self.pump()
+                if special:
+                    self.pump()
                 budget -= 1
                 if not budget and name is not None:
                     budget = _INLINE_BUDGET
@@ -261,6 +269,22 @@ class _Scheduler:
             ACTIVE.pop(where.task, None)
             self.tasks.discard(where.task)
             self.check_finished()
+
+    def step_node(self, coro: Coroutine[Any, Any, None]) -> Awaitable[None] | None:
+        """Run ``coro`` (one node) up to its first suspension, on this worker; see ``_rest``.
+
+        Most nodes finish without ever waiting (compute, a cache hit, a sync node learned to run
+        inline): they cost no task and no loop turn. A node that does wait first hands the other
+        ready nodes to workers of their own (so they run meanwhile, as before), then this worker
+        waits for it. The node runs in this worker's task throughout, so ``current_task()``,
+        ``asyncio.timeout`` and anyio cancel scopes inside it behave as in any task.
+        """
+        try:
+            pending = coro.send(None)
+        except StopIteration:
+            return None  # done without waiting
+        self.pump()
+        return _rest(coro, pending)
 
     async def execute_with_policy(self, g: GNode, rec: NodeRecord) -> None:
         """Gather inputs as the error strategies say (errors as data, defaults), then run the node."""
@@ -330,6 +354,30 @@ class _Scheduler:
 
 
 _PLAIN = NodePolicy()
+
+
+@types.coroutine
+def _rest(coro: Coroutine[Any, Any, None], pending: Any) -> Generator[Any, Any, None]:
+    """Drive ``coro`` on from its first suspension (what yielded ``pending``), as ``await coro`` would.
+
+    What the task sends or throws in (a result, a cancellation) goes to ``coro``; ``close()`` too.
+    """
+    while True:
+        try:
+            value = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                pending = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                pending = coro.send(value)
+            except StopIteration:
+                return
 
 
 def _info(cls: type[ErrorInfo], rec: NodeRecord) -> ErrorInfo:

@@ -242,9 +242,9 @@ class Graph:
 
 def find_cycle(upstream: Mapping[str, Iterable[str]], among: Iterable[str]) -> list[str]:
     """A cycle among ``among`` (each of which is on or leads to one), first node repeated at the end."""
+    among = list(among)
     among_set = set(among)
-    position = {n: i for i, n in enumerate(upstream)}  # linear: a 30,000-node cycle is reported in ms
-    start = min(among_set, key=position.__getitem__)
+    start = among[0]  # ``among`` comes in definition order: the report starts at the first such node
     path: list[str] = []
     index: dict[str, int] = {}
     node = start
@@ -292,28 +292,23 @@ def _compile(
     upstream: dict[str, tuple[str, ...]] = {}
     inputs_req: dict[str, list[str]] = {}
     inputs_opt: dict[str, list[str]] = {}
-    specs = {n: with_subflow_params(s) for n, s in specs.items()}
+    specs = {n: (s if s.flow is None else with_subflow_params(s)) for n, s in specs.items()}
     branches = collect_branches(specs)
+    # The order first, from the wiring alone: a cycle is reported before any per-parameter work.
     for n, spec in specs.items():
-        ds = []
+        ups: list[str] = []
         for p in spec.params:
-            if p.source in bound and not (p.alternatives or p.optional):
-                res_params.setdefault(n, []).append((p.name, bound[p.source]))
-                for i, req in bound[p.source].all_inputs().items():
-                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
-                continue
-            is_node = p.source in specs
             if p.alternatives or p.optional:
                 for s in p.alternatives or (p.source,):
                     if s not in specs:
                         raise UnknownNodeError(s, specs, role=f"node {n!r}: inputs[{p.name!r}] names")
-            if n in (p.alternatives or (p.source,)) and is_node:
-                raise CycleError([n, n])
-            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
-            if not is_node:
-                (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
-        deps[n] = tuple(ds)
-        ups = [a for d in ds if d.is_node for a in (d.alternatives or (d.source,))]
+                if n in (p.alternatives or (p.source,)):
+                    raise CycleError([n, n])
+                ups.extend(p.alternatives or (p.source,))
+            elif p.source in specs:  # a node (never also a resource: bind_resources refuses that)
+                if p.source == n:
+                    raise CycleError([n, n])
+                ups.append(p.source)
         if spec.branch is not None:
             ups.insert(0, spec.branch[0])
         handled = spec.options.get("on_failure_of")
@@ -323,7 +318,7 @@ def _compile(
             if handled == n:
                 raise CycleError([n, n])
             ups.append(handled)
-        upstream[n] = tuple(dict.fromkeys(ups))
+        upstream[n] = (ups[0],) if len(ups) == 1 else tuple(dict.fromkeys(ups))
     downstream: dict[str, list[str]] = {n: [] for n in order}
     for n in order:
         for u in upstream[n]:
@@ -343,6 +338,20 @@ def _compile(
                 heapq.heappush(heap, position[d])
     if len(topo) != len(order):
         raise CycleError(find_cycle(upstream, [n for n in order if indegree[n] > 0]))
+
+    for n, spec in specs.items():
+        ds = []
+        for p in spec.params:
+            if p.source in bound and not (p.alternatives or p.optional):
+                res_params.setdefault(n, []).append((p.name, bound[p.source]))
+                for i, req in bound[p.source].all_inputs().items():
+                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
+                continue
+            is_node = p.source in specs
+            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
+            if not is_node:
+                (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
+        deps[n] = tuple(ds)
 
     nodes: dict[str, GNode] = {}
     memo: dict[Any, dict[str, Any]] = {}

@@ -16,6 +16,8 @@ __all__ = ["Validator", "hints_of", "make_validator"]
 Validator = Callable[[Any], Any]
 
 _NO_CHECK = {inspect.Parameter.empty, Any, object, None.__class__}
+# Hints whose exact-type values pass pydantic unchanged (lax mode only converts other types).
+_EXACT = frozenset({int, float, str, bool, bytes})
 
 
 def hints_of(func: Callable[..., Any], memo: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -85,7 +87,11 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
     validate = getattr(adapter, "validator", adapter).validate_python
     expected = hint_text(hint)
 
+    exact = hint if hint in _EXACT else None
+
     def check(value: Any) -> Any:
+        if type(value) is exact:  # a value of exactly the hinted builtin type: pydantic returns it as is
+            return value
         try:
             return validate(value)
         except Exception as exc:

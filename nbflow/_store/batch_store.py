@@ -19,11 +19,15 @@ record (name, notes, grid, counts, summary...). Version 1 files are migrated in 
 their rows keep a ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
 
 ``data`` is a JSON object, column -> value. Values JSON keeps exactly (str, int, float, bool,
-None, and lists / str-keyed dicts of those) are stored as JSON; anything else (tuples, pydantic
-models, dataclasses, numpy values...) is pickled and stored as ``{"__nbflow_pickle__": base64}``.
+None, and lists / str-keyed dicts of those) are stored as JSON; plain data JSON cannot hold (tuples,
+DataFrames, numpy arrays, pydantic models, datetimes, Decimal, bytes, sets...) as
+``{"__nbflow_plain__": tagged JSON}`` (``plain.py``: reading it runs no code); anything else
+(dataclasses, arbitrary objects) is pickled, tagged with the writer's store key, and stored as
+``{"__nbflow_signed__": base64}``.
 
-Security: unpickling runs code chosen by whoever wrote the file. Only open stores you wrote
-yourself; ``load(..., unpickle=False)`` leaves pickled values as an opaque marker.
+Security: unpickling runs code chosen by whoever wrote the file, so a pickle without a valid tag of
+your key is refused (``UntrustedData``) unless ``allow_pickle=True``; ``load(..., unpickle=False)``
+leaves pickled values as an opaque marker.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
+from nbflow._store import plain
 from nbflow._store.checkpoint import ensure_schema, write_whole_run
 from nbflow._store.pickling import UntrustedData, json_exact, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
@@ -52,7 +57,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "StoredRow", "UnstorableValue"]
+__all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "PreparedRow", "StoredRow", "UnstorableValue"]
 
 SCHEMA_VERSION = 2
 LEGACY_KEY = "row:"  # case_key prefix of rows migrated from version 1 (no content key yet)
@@ -103,9 +108,24 @@ CREATE TABLE IF NOT EXISTS flow_fingerprints (fingerprint TEXT PRIMARY KEY, node
 UPDATE nbflow_meta SET value = '2' WHERE key = 'batch_schema';
 """
 
+_ROW_SQL = (
+    "INSERT OR REPLACE INTO batch_rows(batch_id, case_key, row_index, run_id, status, finished_at, "
+    "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRow:
+    """A finished row encoded for ``BatchStore.write_rows`` (with the run record to write beside it, if any)."""
+
+    args: tuple[Any, ...]
+    run: Run | None = None
+
+
 _PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
 _SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nbflow/_store/trust.py)
 _REDACTED = "__nbflow_redacted__"
+_PLAIN = "__nbflow_plain__"  # code-free tagged JSON (nbflow/_store/plain.py): no code runs on load
 
 
 class UnstorableValue(StoreError):
@@ -298,26 +318,60 @@ class BatchStore:
         the file cannot be written: locked for longer than ``lock_wait`` (retried until then), disk
         full, deleted or replaced.
         """
-        text = encode_row(data, secret_columns, Redactor(secrets))
-        self.identity.check()
-        args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
-        self._retrying(
-            "INSERT OR REPLACE INTO batch_rows(batch_id, case_key, row_index, run_id, status, finished_at, "
-            "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            args,
-            run,
+        row = self.prepare_row(
+            batch_id,
+            index,
+            run_id,
+            status,
+            data,
+            secret_columns=secret_columns,
+            secrets=secrets,
+            run=run,
+            key=key,
+            fingerprint=fingerprint,
         )
+        self.write_rows([row])
 
-    def _retrying(self, sql: str, args: tuple[Any, ...], run: Run | None = None) -> None:
-        """One write in its own transaction (with ``run``'s record); a locked file is retried until ``lock_wait``."""
+    def prepare_row(
+        self,
+        batch_id: str,
+        index: int,
+        run_id: str | None,
+        status: str,
+        data: Mapping[str, Any],
+        *,
+        secret_columns: Iterable[str] = (),
+        secrets: Iterable[str] = (),
+        run: Run | None = None,
+        key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> PreparedRow:
+        """Encode a row as ``write_row`` would, writing nothing yet (``write_rows`` writes it).
+
+        Raises UnstorableValue for a value that cannot be encoded.
+        """
+        text = encode_row(data, secret_columns, Redactor(secrets))
+        args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
+        return PreparedRow(args, run)
+
+    def write_rows(self, rows: Iterable[PreparedRow]) -> None:
+        """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
+
+        Group commit (``flow.batch``): the rows that finished together share a transaction. Raises
+        StoreError as ``write_row`` does.
+        """
+        self.identity.check()
+        rows = list(rows)
 
         def write() -> None:
-            self._db.execute(sql, args)
-            if run is not None:
-                if not self._runs_ready:
-                    ensure_schema(self._db, self.path)
-                    self._runs_ready = True
-                write_whole_run(self._db, run)
+            db = self._db
+            db.executemany(_ROW_SQL, [row.args for row in rows])
+            for row in rows:
+                if row.run is not None:
+                    if not self._runs_ready:
+                        ensure_schema(db, self.path)
+                        self._runs_ready = True
+                    write_whole_run(db, row.run)
 
         self._retry_tx(write)
 
@@ -438,6 +492,10 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
         if k in secret:
             encoded[k] = {_REDACTED: True}
             continue
+        t = type(v)
+        if t is int or t is float or t is bool or v is None or (t is str and not red):
+            encoded[k] = v  # stored as is (most cells): no text to redact, nothing to pickle
+            continue
         try:
             encoded[k] = _encode(red.scrub(v), red) if red else _encode(v)
         except Exception as exc:  # pickle: TypeError, RecursionError, PicklingError, ...
@@ -446,7 +504,7 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
 
 
 def _json_exact(value: Any) -> bool:
-    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED))
+    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED, _PLAIN))
 
 
 def _encode(value: Any, red: Redactor | None = None) -> Any:
@@ -454,6 +512,10 @@ def _encode(value: Any, red: Redactor | None = None) -> Any:
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
+    try:
+        return {_PLAIN: plain.encode(value, red)}
+    except plain.NotPlain:
+        pass
     data = sign_pickle(pickled(value, red))
     return {_SIGNED: base64.b64encode(data).decode("ascii")}
 
@@ -465,6 +527,8 @@ def _decode(value: Any, unpickle: bool, allow_pickle: bool = False) -> Any:
                 if not unpickle:
                     return {key: "(not unpickled)"}
                 return loads(base64.b64decode(value[key]), allow_pickle=allow_pickle)
+        if _PLAIN in value:
+            return plain.decode(value[_PLAIN])
         if _REDACTED in value:
             return "<redacted: secret not stored>"
     if type(value) is float and math.isnan(value):

@@ -324,6 +324,7 @@ class CheckpointStore:
         answers = dict(run.answers)
         if key is not None:
             answers[key] = answer
+        written = dumps(answers, self._redactor(run))  # an answer may quote a secret (an option built from it)
         gone = self._interrupted.get(run.run_id, "")
         self.identity.check()
         try:
@@ -334,13 +335,13 @@ class CheckpointStore:
                     cur = self._db.execute(
                         "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, reason=NULL "
                         "WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ?",
-                        (status, dumps(answers), time.time(), owner, run.run_id, gone),
+                        (status, written, time.time(), owner, run.run_id, gone),
                     )
                 else:
                     cur = self._db.execute(
                         "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=? "
                         "WHERE run_id=? AND status='paused' AND pause_version=?",
-                        (status, dumps(answers), time.time(), owner, run.run_id, run.pause_version),
+                        (status, written, time.time(), owner, run.run_id, run.pause_version),
                     )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
@@ -356,6 +357,29 @@ class CheckpointStore:
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         self._interrupted.pop(run.run_id, None)
+
+    def claim_failed(self, run: Run, again: list[str]) -> None:
+        """Move the stored run from FAILED to RUNNING and forget the records of the nodes ``again`` (they
+        run again: stored as not run yet, so a crash during this resume is continued like any other).
+        One transaction: of two processes resuming the same failed run, one wins, the other conflicts."""
+        self.identity.check()
+        try:
+            with self._tx():
+                cur = self._db.execute(
+                    "UPDATE checkpoint_runs SET status='running', updated_at=?, owner=?, reason=NULL, "
+                    "finished_at=NULL WHERE run_id=? AND status='failed' AND finished_at IS ?",
+                    (time.time(), owner_token(), run.run_id, run.finished_at),  # the failure this copy saw
+                )
+                if cur.rowcount != 1:
+                    raise ResumeConflictError(
+                        f"run {run.run_id} was already resumed (the store {str(self.path)!r} no longer has it "
+                        f"FAILED as this copy saw it); load it again to see its state"
+                    )
+                self._db.executemany(
+                    "DELETE FROM checkpoint_nodes WHERE run_id=? AND node=?", [(run.run_id, n) for n in again]
+                )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
 
     def run_ids(self) -> list[tuple[str, str, str]]:
         """(run_id, flow, status) of every stored run, newest first."""
@@ -452,7 +476,9 @@ def _record(name: str) -> NodeRecord:
 def _detail(rec: NodeRecord) -> dict[str, Any]:
     """The parts of a node record the first columns do not hold (secret inputs redacted by name)."""
     return {
-        "attempts": [(a.number, a.started_at, a.finished_at, a.error, a.delay) for a in rec.attempts],
+        "attempts": [
+            [a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts
+        ],  # JSON when no error
         "recovered": rec.recovered,
         "cached": rec.cached,
         "cache_key": rec.cache_key,

@@ -5,8 +5,9 @@ written before the package was split into layers still load (old class paths, wi
 Safe to open: ``loads`` never unpickles data without a valid tag unless ``allow_pickle=True``; it raises
 ``UntrustedData`` (a StoreError) instead, before a single byte is unpickled.
 
-Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBS1" + tag(32) +
-pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
+Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBT1" + ...``
+(plain data JSON cannot hold: DataFrames, arrays, models, tuples... - ``plain.py``, no code runs on
+load), ``b"NBS1" + tag(32) + pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nbflow._store import trust
 
 _JSON = b"NBJ1"
 _SIGNED = b"NBS1"
+_PLAIN = b"NBT1"  # nbflow/_store/plain.py: code-free tagged JSON + blobs
 _TAG = 32
 
 HOW_TO_TRUST = (
@@ -117,18 +119,29 @@ def _redacted() -> Any:
     return REDACTED
 
 
+_SCALARS = frozenset({str, int, bool, float, type(None)})  # NaN and infinities round-trip (allow_nan)
+
+
 def json_exact(value: Any, reserved: tuple[str, ...] = ()) -> bool:
     """True if JSON gives ``value`` back with the same types (tuples, int keys, objects do not).
 
     ``reserved``: dict keys that mark encoded values in a format, so a plain dict must not use them.
     """
     t = type(value)
-    if value is None or t in (str, int, bool, float):  # NaN and infinities round-trip (allow_nan)
+    if t in _SCALARS:
         return True
     if t is list:
-        return all(json_exact(v, reserved) for v in value)
+        for v in value:  # noqa: SIM110  (a loop, not all(...): this runs for every stored value)
+            if type(v) not in _SCALARS and not json_exact(v, reserved):
+                return False
+        return True
     if t is dict:
-        return all(type(k) is str and k not in reserved and json_exact(v, reserved) for k, v in value.items())
+        for k, v in value.items():
+            if type(k) is not str or (reserved and k in reserved):
+                return False
+            if type(v) not in _SCALARS and not json_exact(v, reserved):
+                return False
+        return True
     return False
 
 
@@ -147,13 +160,26 @@ def pickled(value: Any, redactor: Redactor | None = None) -> bytes:
     return buf.getvalue()
 
 
+_encode_json = json.JSONEncoder(allow_nan=True).encode  # one encoder: json.dumps builds none only by default
+
+
 def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
-    """``value`` as stored: JSON when JSON keeps it exactly, else a signed pickle; secrets' texts redacted."""
+    """``value`` as stored: JSON when JSON keeps it exactly, else the code-free form of ``plain.py``
+    (DataFrames, arrays, models, tuples, datetimes...), else a signed pickle; secrets' texts redacted."""
+    t = type(value)
+    if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
+        return _JSON + _encode_json(value).encode()
     try:
-        plain = redactor.scrub(value) if redactor else value
-        if json_exact(plain):
-            return _JSON + json.dumps(plain, allow_nan=True).encode()
+        scrubbed = redactor.scrub(value) if redactor else value
+        if json_exact(scrubbed):
+            return _JSON + _encode_json(scrubbed).encode()
     except RecursionError:
+        pass
+    from nbflow._store import plain  # imported on first use: it is not needed by JSON-only stores
+
+    try:
+        return plain.to_bytes(value, redactor)
+    except plain.NotPlain:
         pass
     return sign_pickle(pickled(value, redactor))
 
@@ -195,6 +221,10 @@ def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
     data = bytes(data)
     if data[:4] == _JSON:
         return json.loads(data[4:])
+    if data[:4] == _PLAIN:
+        from nbflow._store import plain
+
+        return plain.from_bytes(data)
     if data[:4] == _SIGNED:
         tag, body = data[4 : 4 + _TAG], data[4 + _TAG :]
         if not (allow_pickle or trust.verify(body, tag)):

@@ -31,9 +31,27 @@ def key_path() -> Path:
     return Path(base) / "nbflow" / "store.key"
 
 
+_BY_ENV: dict[tuple[str | None, ...], bytes] = {}  # the key per the settings that locate it (hot: every pickle)
+
+
 def store_key() -> bytes:
     """This user's signing key (created on first use)."""
-    env = os.environ.get("NBFLOW_STORE_KEY")
+    environ = os.environ
+    where = (
+        environ.get("NBFLOW_STORE_KEY"),
+        environ.get("NBFLOW_CONFIG_DIR"),
+        environ.get("XDG_CONFIG_HOME"),
+        environ.get("HOME"),
+    )
+    found = _BY_ENV.get(where)
+    if found is not None:
+        return found
+    key = _store_key(where[0])
+    _BY_ENV[where] = key
+    return key
+
+
+def _store_key(env: str | None) -> bytes:
     if env:
         return hashlib.sha256(b"nbflow-store-key:" + env.encode()).digest()
     path = key_path()

@@ -176,3 +176,28 @@ def test_forward_reference_hints_do_not_break_definition():
         return 1
 
     assert flow.run()["a"] == 1
+
+
+@pytest.mark.parametrize("wire", ["first_of", "optional", "on_failure_of"])
+def test_a_cycle_through_a_merge_optional_or_failure_handler_is_reported(wire):
+    flow = nf.Flow("f")
+    flow.add(lambda: 1, name="start")
+    flow.add(lambda start, c: start, name="a", inputs={"c": nf.optional("c")})
+    flow.add(lambda a: a, name="b")
+    if wire == "first_of":
+        flow.add(lambda v: v, name="c", inputs={"v": nf.first_of("start", "b")})
+    elif wire == "optional":
+        flow.add(lambda v: v, name="c", inputs={"v": nf.optional("b")})
+    else:
+        flow.add(lambda start: start, name="c", on_failure_of="b")
+    with pytest.raises(nf.CycleError) as info:
+        flow.graph  # noqa: B018
+    cycle = info.value.cycle
+    assert cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}, cycle
+
+
+def test_unknown_merge_source_is_named_before_any_cycle_check():
+    flow = nf.Flow("f")
+    flow.add(lambda v: v, name="a", inputs={"v": nf.first_of("nope", "a")})
+    with pytest.raises(nf.UnknownNodeError, match="nope"):
+        flow.graph  # noqa: B018
