@@ -8,6 +8,10 @@ wait 1 ms (closer to real work). Prints the median times and the ratio; goal <= 
 "End to end" includes creating the view and its final redraw (a fixed ~5-10 ms for 1,000 nodes);
 "the run itself" is ``run.duration``, what the per-event work (coalesced redraws) adds to the engine.
 
+Then what reaches the browser per run of a 120-node flow drawn as a picture (a ~1 s run): messages and bytes
+after the opening message when every redraw sends every node's state (as before per-node deltas), and with
+per-node deltas (only the nodes that changed), in the same run.
+
 Run: ``python benchmarks/widget_overhead.py [repeats]``
 """
 
@@ -21,6 +25,7 @@ import time
 from typing import Any
 
 import comm
+import ipywidgets
 from comm.base_comm import BaseComm
 
 import nbflow as nf
@@ -33,18 +38,35 @@ class JsonComm(BaseComm):
     """A comm with no front end that still pays for serialising each message."""
 
     sent = 0
+    messages = 0
+    update_bytes = 0
 
     def publish_msg(
         self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **keys: Any
     ) -> None:
-        JsonComm.sent += len(json.dumps(data, default=str))
+        size = len(json.dumps(data, default=str))
+        JsonComm.sent += size
+        if msg_type == "comm_msg":  # after the opening message (which carries the SVG once)
+            JsonComm.messages += 1
+            JsonComm.update_bytes += size
 
 
-def build(kind: str) -> nf.Flow:
-    """A layered DAG: 1,000 nodes in layers of 20, each fed by two nodes of the layer above."""
-    flow = nf.Flow(f"bench_{kind}")
-    width = 20
-    for i in range(N):
+class WholeStateView(RunView):
+    """The view as it was before per-node deltas: every redraw sends every node's state."""
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        return bool(ipywidgets.DOMWidget._should_send_property(self, key, value))
+
+    def send(self, content: Any, buffers: Any = None) -> None:
+        if isinstance(content, dict) and content.get("kind") == "nodes":
+            return
+        super().send(content, buffers)
+
+
+def build(kind: str, n: int = N, width: int = 20, wait: float = 0.001) -> nf.Flow:
+    """A layered DAG: ``n`` nodes in layers of ``width``, each fed by two nodes of the layer above."""
+    flow = nf.Flow(f"bench_{kind}_{n}")
+    for i in range(n):
         layer, pos = divmod(i, width)
         if layer == 0:
             deps: dict[str, str] = {}
@@ -54,7 +76,7 @@ def build(kind: str) -> nf.Flow:
         if kind == "trivial":
             src = f"def n{i}({params}):\n    return 1\n"
         else:
-            src = f"async def n{i}({params}):\n    await asyncio.sleep(0.001)\n    return 1\n"
+            src = f"async def n{i}({params}):\n    await asyncio.sleep({wait})\n    return 1\n"
         ns: dict[str, Any] = {"asyncio": asyncio}
         exec(src, ns)
         flow.add(ns[f"n{i}"], name=f"n{i}", inputs=deps, thread=False)
@@ -96,6 +118,33 @@ async def main(repeats: int) -> None:
                 f"ratio {b / a:.3f}x (a no-op subscriber alone: {c / a:.3f}x)"
             )
     print(f"(bytes serialised for the front end in total: {JsonComm.sent:,})")
+    await traffic(repeats)
+
+
+async def traffic(repeats: int, n: int = 120) -> None:
+    """Messages and bytes one run sends to the browser after the opening message (which carries the SVG
+    and every node's state once): whole node state per redraw vs per-node deltas. 120 nodes in 30 layers
+    of 4 that wait 30 ms each: a run of ~1 s, redrawn every 0.25 s like a real one."""
+    flow = build("sleep_30ms", n, width=4, wait=0.03)
+    for cls, what in ((WholeStateView, "every node's state per redraw (before)"), (RunView, "per-node deltas")):
+        counts, sizes, times = [], [], []
+        for _ in range(repeats):
+            JsonComm.sent = JsonComm.messages = JsonComm.update_bytes = 0
+            t0 = time.perf_counter()
+            handle = flow.start(show=False)
+            view = cls(handle)
+            assert view.svg, "drawn as a picture"
+            run = await handle
+            times.append(time.perf_counter() - t0)
+            assert run.status is nf.RunStatus.SUCCEEDED and f"{n} succeeded" in view.header
+            counts.append(JsonComm.messages)
+            sizes.append(JsonComm.update_bytes)
+            view.close()
+        print(
+            f"{n}-node picture, {what:40s}: {statistics.median(counts):4.0f} messages, "
+            f"{statistics.median(sizes) / 1000:7.1f} kB per run after opening (median of {repeats}; "
+            f"{statistics.median(times) * 1000:.0f} ms end to end)"
+        )
 
 
 if __name__ == "__main__":

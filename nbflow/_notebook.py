@@ -72,14 +72,10 @@ def rich_bundle(run: Run, handle: RunHandle | None, include: Any = None, exclude
         from nbflow.widgets import RunView
     except ImportError:
         return None
-    from IPython.display import display
-
     _close_earlier_views()
     view = RunView(run, handle=handle)
-    # The static snapshot goes out first (a saved notebook, nbconvert, GitHub show it); the live widget
-    # hides it while rendered.
-    display(view._snapshot_bundle(), raw=True)
     _remember(view)
+    # the view's bundle; its static snapshot goes out first, as an output of its own (RunView._show_snapshot)
     bundle: dict[str, Any] = view._repr_mimebundle_(include=include, exclude=exclude)
     return bundle
 

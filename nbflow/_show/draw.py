@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["STATE_COLORS", "mimebundle", "text_graph", "to_dot"]
+__all__ = ["STATE_COLORS", "count_nodes", "mimebundle", "text_graph", "to_dot"]
 
 # fill, border: readable on light and dark themes; failed must stand out.
 STATE_COLORS: dict[NodeStatus, tuple[str, str]] = {
@@ -45,8 +45,11 @@ def input_id(name: str) -> str:
     return f"input__{name}"
 
 
-def to_dot(graph: Graph, run: Run | None = None) -> graphviz.Digraph:
-    """The graph as a ``graphviz.Digraph``; with ``run``, nodes are coloured by their state."""
+def to_dot(graph: Graph, run: Run | None = None, collapsed: frozenset[str] = frozenset()) -> graphviz.Digraph:
+    """The graph as a ``graphviz.Digraph``; with ``run``, nodes are coloured by their state.
+
+    The sub-flows named in ``collapsed`` (their paths: ``"sub"``, ``"sub.inner"``) are drawn as one node each.
+    """
     import graphviz
 
     dot = graphviz.Digraph(graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "bgcolor": "transparent"})
@@ -68,7 +71,7 @@ def to_dot(graph: Graph, run: Run | None = None) -> graphviz.Digraph:
                     **{"class": "nbflow-input"},
                 )
     edges: list[tuple[str, str, dict[str, str]]] = []
-    _draw_nodes(dot, edges, graph, run, "", {})
+    _draw_nodes(dot, edges, graph, run, "", {}, collapsed)
     for src, dst, attrs in edges:  # at the top level: an edge inside a cluster would pull its ends in
         dot.edge(src, dst, **attrs)
     _draw_resources(dot, graph)
@@ -118,8 +121,10 @@ def _draw_nodes(
     run: Run | None,
     prefix: str,
     feeds: dict[str, tuple[str, str]],
+    collapsed: frozenset[str] = frozenset(),
 ) -> None:
-    """Nodes and edges of ``graph``; sub-flows are drawn as clusters of their own nodes.
+    """Nodes and edges of ``graph``; sub-flows are drawn as clusters of their own nodes (or, when their path
+    is in ``collapsed``, as one node that says how many nodes it holds).
 
     ``feeds`` maps a sub-flow's input names to the parent's (source id, edge label).
     """
@@ -133,6 +138,11 @@ def _draw_nodes(
             title += f"\n[map over {spec.map.over}]"
         elif spec.loop is not None:
             title += f"\n[loop on {spec.loop.feed}]"
+        here = prefix + name
+        folded = spec.flow is not None and here in collapsed
+        if folded:
+            assert spec.flow is not None
+            title += f"\n[▸ sub-flow {spec.flow.name!r}: {count_nodes(spec.flow.graph)} nodes]"
         label = title if run is None else f"{title}\n{status.value}"
         if rec is not None:
             label += f" ×{len(rec.attempts)}" if len(rec.attempts) > 1 else ""  # retries show in the picture
@@ -154,8 +164,7 @@ def _draw_nodes(
             id=node_id(prefix + name),
             **{"class": f"nbflow-node nbflow-{status.value}"},
         )
-        here = prefix + name
-        if spec.flow is not None:
+        if spec.flow is not None and not folded:
             with dot.subgraph(name=f"cluster_{here}") as cluster:
                 cluster.attr(
                     label=f"sub-flow {spec.flow.name!r}",
@@ -174,7 +183,7 @@ def _draw_nodes(
                         src = feeds[dep.source][0]
                     if src is not None:
                         inner[dep.param] = (src, "" if dep.param == dep.source else dep.param)
-                _draw_nodes(cluster, edges, child, sub, here + ".", inner)
+                _draw_nodes(cluster, edges, child, sub, here + ".", inner, collapsed)
                 for leaf, lg in child.nodes.items():
                     if spec.output in (None, leaf) and not lg.downstream:
                         edges.append((f"{here}.{leaf}", here, {"style": "dotted", "arrowhead": "none"}))
@@ -194,7 +203,7 @@ def _draw_nodes(
                     {"label": "on failure", "style": "dashed", "color": "#c92a2a", "fontcolor": "#c92a2a"},
                 )
             )
-        for dep in [] if spec.flow is not None else g.deps:  # a sub-flow's inputs go to its inner nodes
+        for dep in [] if spec.flow is not None and not folded else g.deps:  # a sub-flow's go to its inner nodes
             if dep.is_node and dep.source == handled:
                 continue
             if dep.alternatives:
@@ -213,6 +222,11 @@ def _draw_nodes(
             elif dep.source in feeds:
                 src, outer_label = feeds[dep.source]
                 edges.append((src, here, {"label": outer_label or label, "style": "solid"}))
+
+
+def count_nodes(graph: Graph) -> int:
+    """How many nodes ``graph`` has, the nodes of its sub-flows included."""
+    return sum(1 + (count_nodes(g.spec.flow.graph) if g.spec.flow is not None else 0) for g in graph.nodes.values())
 
 
 def text_graph(graph: Graph, run: Run | None = None) -> str:

@@ -22,13 +22,26 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import GNode, Graph
     from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["NodeLook", "SvgTemplate", "can_draw", "first_doc_lines", "looks", "node_paths", "table_html", "tries"]
+__all__ = [
+    "NodeLook",
+    "SvgTemplate",
+    "can_draw",
+    "first_doc_lines",
+    "initial_collapse",
+    "looks",
+    "node_paths",
+    "subflow_paths",
+    "table_html",
+    "tries",
+    "visible_nodes",
+]
 
 _DASH = r"(?:&#45;|-)"
 _START = re.compile(rf'<g id="node{_DASH}(?P<name>[\w.]+)" class="node nbflow{_DASH}node nbflow{_DASH}\w+">')
 _TITLE = re.compile(r'(<a [^>]*?title=")[^"]*(")')
 _PAINT = re.compile(r'<(path|polygon) fill="[^"]*" stroke="[^"]*"(?: stroke-width="[^"]*")?')
 _STATUS_TEXT = re.compile(r"(<text[^>]*>)succeeded(</text>)(?![\s\S]*<text)")
+_GRAPH_TITLE = re.compile(r'(<g id="graph0" class="graph"[^>]*>\s*)<title>[^<]*</title>')
 _LAYOUT_STATUS = NodeStatus.SUCCEEDED  # "succeeded" is as wide as any status label
 
 
@@ -137,11 +150,16 @@ class _LayoutRun:
         }
 
 
+_MAX_LAYOUTS = 64
+_LAYOUTS: dict[str, SvgTemplate] = {}  # DOT text (without the flow's name) -> its layout; least recently used first
+
+
 class SvgTemplate:
     """A laid-out SVG of a graph whose node attributes can be rewritten cheaply."""
 
     def __init__(self, svg: str) -> None:
         svg = svg[max(svg.find("<svg"), 0) :]  # drop the XML prolog and DOCTYPE: this goes inside HTML
+        svg = _GRAPH_TITLE.sub(r"\1", svg, count=1)  # the flow's name: layouts are shared by name-blind shape
         self._parts: list[str | tuple[str, str]] = []  # static text, or (node name, block template)
         pos = 0
         for m in _START.finditer(svg):
@@ -162,16 +180,27 @@ class SvgTemplate:
         self.blank = self.render({n: NodeLook(NodeStatus.PENDING, n) for n in self.nodes})
 
     @classmethod
-    def layout(cls, graph: Graph) -> SvgTemplate:
-        """Lay ``graph`` out with Graphviz (needs the ``dot`` program), once per graph.
+    def layout(cls, graph: Graph, collapsed: frozenset[str] = frozenset()) -> SvgTemplate:
+        """Lay ``graph`` out with Graphviz (needs the ``dot`` program), once per graph and set of collapsed
+        sub-flows.
 
         Cached on the graph: ten concurrent runs of a flow open ten views, and running ``dot`` for
         each would block the kernel's loop (~25 ms a time) while their nodes run.
         """
-        found = graph._views.get("svg_template")
+        key = "svg_template:" + ",".join(sorted(collapsed))
+        found = graph._views.get(key)
         if found is None:
-            svg = to_dot(graph, cast("Run", _LayoutRun(graph))).pipe(format="svg", encoding="utf-8")
-            found = graph._views["svg_template"] = cls(svg)
+            dot = to_dot(graph, cast("Run", _LayoutRun(graph)), collapsed)
+            # Also shared by graphs of the same shape (a flow defined again when its cell runs again):
+            # the DOT text without its first line (the flow's name, which the picture does not show).
+            shape = dot.source.partition("\n")[2]
+            found = _LAYOUTS.pop(shape, None)
+            if found is None:
+                found = cls(dot.pipe(format="svg", encoding="utf-8"))
+            _LAYOUTS[shape] = found
+            while len(_LAYOUTS) > _MAX_LAYOUTS:
+                _LAYOUTS.pop(next(iter(_LAYOUTS)))
+            graph._views[key] = found
         return cast("SvgTemplate", found)
 
     def render(self, node_looks: Mapping[str, NodeLook]) -> str:
@@ -245,6 +274,44 @@ def table_html(
     )
 
 
+def subflow_paths(graph: Graph) -> list[str]:
+    """The paths of every sub-flow node (``"sub"``, ``"sub.inner"``), outer ones first (cached per graph)."""
+    found = graph._views.get("subflow_paths")
+    if found is None:
+        found = graph._views["subflow_paths"] = [
+            path for path, g in node_paths(graph) if getattr(g.spec, "flow", None) is not None
+        ]
+    return list(cast("list[str]", found))
+
+
+def visible_nodes(graph: Graph, collapsed: frozenset[str], prefix: str = "") -> int:
+    """How many nodes the picture shows when the sub-flows in ``collapsed`` are drawn as one node each."""
+    count = 0
+    for name, g in graph.nodes.items():
+        count += 1
+        child = getattr(g.spec, "flow", None)
+        if child is not None and prefix + name not in collapsed:
+            count += visible_nodes(child.graph, collapsed, f"{prefix}{name}.")
+    return count
+
+
+def initial_collapse(graph: Graph, max_nodes: int) -> frozenset[str] | None:
+    """Which sub-flows to fold at first so that the picture stays readable, or None for the table.
+
+    Everything open when the whole graph fits in ``max_nodes``; else every sub-flow folded (the user opens
+    the ones they want); None when even that is too big, or ``dot`` is missing.
+    """
+    if not has_dot():
+        return None
+    every = frozenset(subflow_paths(graph))
+    if not every:  # no sub-flows: the node count decides
+        return frozenset() if len(graph.nodes) <= max_nodes else None
+    if visible_nodes(graph, frozenset()) <= max_nodes:
+        return frozenset()
+    return every if visible_nodes(graph, every) <= max_nodes else None
+
+
 def can_draw(graph: Graph, max_nodes: int) -> bool:
-    """Whether the SVG is used: ``dot`` is installed and the graph is small enough to read."""
-    return has_dot() and sum(1 for _ in node_paths(graph)) <= max_nodes
+    """Whether the SVG is used: ``dot`` is installed and the graph, its sub-flows folded if need be, is small
+    enough to read."""
+    return initial_collapse(graph, max_nodes) is not None

@@ -24,6 +24,31 @@ function hideSnapshot(id) {
   document.head.append(style);
 }
 
+// Node states arrive as numbered per-node deltas (custom messages), folded into the model's "nodes" here,
+// once per model (every view of it listens to change:nodes). A gap in the numbers (deltas sent before this
+// model listened) asks the kernel for the whole state once.
+function initialize({ model }) {
+  let folded = 0; // the last delta folded in here; the model's own state may be newer (a state sync)
+  const seq = () => Math.max(folded, model.get("nodes_seq") || 0);
+  const onMsg = (msg) => {
+    if (!msg || msg.kind !== "nodes") return;
+    if (msg.full) {
+      if (msg.seq < seq()) return;
+      folded = msg.seq;
+      model.set("nodes", msg.full);
+      return;
+    }
+    if (msg.seq <= seq()) return; // already in (a resync answered after it was sent)
+    const gap = msg.seq !== seq() + 1;
+    folded = msg.seq;
+    model.set("nodes", { ...(model.get("nodes") || {}), ...msg.delta }); // the newest news either way
+    if (gap) model.send({ kind: "resync", seq: -1 });
+  };
+  model.on("msg:custom", onMsg);
+  model.send({ kind: "resync", seq: seq() }); // deltas may have gone out before this model listened
+  return () => model.off("msg:custom", onMsg);
+}
+
 function render({ model, el }) {
   const send = (msg) => model.send(msg);
   el.classList.add("nbflow-rv");
@@ -38,7 +63,8 @@ function render({ model, el }) {
   const zoomOut = h("button", { class: "nbflow-rv-btn", title: "zoom out" }, "−");
   const fit = h("button", { class: "nbflow-rv-btn", title: "fit to width" }, "fit");
   const cancel = h("button", { class: "nbflow-rv-btn nbflow-rv-cancel", title: "Cancel the run (finished outputs are kept)" }, "■ Cancel");
-  const tools = h("div", { class: "nbflow-rv-tools" }, search, selector, zoomIn, zoomOut, fit, cancel);
+  const fold = h("button", { class: "nbflow-rv-btn nbflow-rv-fold", title: "open or fold the sub-flow (or double-click it)" });
+  const tools = h("div", { class: "nbflow-rv-tools" }, search, selector, zoomIn, zoomOut, fit, fold, cancel);
   const svgHost = h("div", { class: "nbflow-rv-svg" });
   const pane = h("div", { class: "nbflow-rv-graph nbflow-graph", tabindex: "0", "aria-label": "graph: arrow keys move between nodes" }, svgHost);
   const left = h("div", { class: "nbflow-rv-left" }, tools, pane);
@@ -140,6 +166,7 @@ function render({ model, el }) {
     if (!name) return;
     model.set("selected", name); // local echo only: never saved, the kernel's answer follows
     markSelected();
+    drawFold();
     send({ kind: "select", node: name, how });
   }
 
@@ -172,7 +199,7 @@ function render({ model, el }) {
     setZoom(e.deltaY < 0 ? 1.2 : 1 / 1.2);
   }, { passive: false });
   pane.addEventListener("keydown", (e) => {
-    const names = (model.get("options") || []).map((o) => o[1]);
+    const names = model.get("options") || [];
     const i = names.indexOf(model.get("selected"));
     if (e.key === "ArrowDown" || e.key === "ArrowRight") pick(names[Math.min(i + 1, names.length - 1)], "key");
     else if (e.key === "ArrowUp" || e.key === "ArrowLeft") pick(names[Math.max(i - 1, 0)], "key");
@@ -202,6 +229,32 @@ function render({ model, el }) {
     send({ kind: "cancel" });
   });
 
+  // --- sub-flows: folded into one node, or open --------------------------------------------------
+  function foldTarget() {
+    // the selected sub-flow, or the innermost sub-flow around the selected node
+    const sel = model.get("selected") || "";
+    const subs = model.get("subflows") || [];
+    if (subs.includes(sel)) return sel;
+    return subs.filter((p) => sel.startsWith(p + ".")).sort((a, b) => b.length - a.length)[0] || null;
+  }
+  function drawFold() {
+    const target = foldTarget();
+    fold.style.display = target ? "" : "none";
+    if (!target) return;
+    const folded = (model.get("collapsed") || []).includes(target);
+    fold.textContent = folded ? `▸ open ${target}` : `▾ fold ${target}`;
+  }
+  function toggleFold(target) {
+    if (!target) return;
+    const folded = (model.get("collapsed") || []).includes(target);
+    send({ kind: "fold", node: target, folded: !folded });
+  }
+  fold.addEventListener("click", () => toggleFold(foldTarget()));
+  pane.addEventListener("dblclick", (e) => {
+    const n = e.target.closest(".nbflow-node");
+    if (n && n.id && (model.get("subflows") || []).includes(n.id.slice(5))) toggleFold(n.id.slice(5));
+  });
+
   // --- search ----------------------------------------------------------------------------------
   search.addEventListener("input", () => {
     const q = search.value.trim().toLowerCase();
@@ -214,7 +267,7 @@ function render({ model, el }) {
   search.addEventListener("keydown", (e) => {
     if (e.key !== "Enter") return;
     const q = search.value.trim().toLowerCase();
-    const found = (model.get("options") || []).map((o) => o[1]).find((n) => n.toLowerCase().includes(q));
+    const found = (model.get("options") || []).find((n) => n.toLowerCase().includes(q));
     if (found) {
       pick(found, "search");
       scrollToNode(found);
@@ -222,10 +275,25 @@ function render({ model, el }) {
   });
 
   // --- selector --------------------------------------------------------------------------------
+  // With a picture the kernel sends the names once and the labels come from the node states
+  // ("✗ report — failed"); without one (a table) its labels are the names.
+  function optionLabel(name) {
+    const symbols = model.get("symbols") || {};
+    const v = (model.get("nodes") || {})[name];
+    if (!v || !Object.keys(symbols).length) return name;
+    const state = v[0] === "none" ? "not in run" : v[0];
+    return `${symbols[state] || "·"} ${name} — ${state}`;
+  }
   function drawOptions() {
-    const opts = model.get("options") || [];
-    selector.replaceChildren(...opts.map(([label, value]) => h("option", { value }, label)));
+    const names = model.get("options") || [];
+    selector.replaceChildren(...names.map((name) => h("option", { value: name }, optionLabel(name))));
     selector.value = model.get("selected");
+  }
+  function relabelOptions() {
+    for (const o of selector.options) {
+      const text = optionLabel(o.value);
+      if (o.textContent !== text) o.textContent = text;
+    }
   }
   selector.addEventListener("change", () => pick(selector.value, "selector"));
 
@@ -334,6 +402,7 @@ function render({ model, el }) {
     ["change:svg", drawSvg],
     ["change:table", drawSvg],
     ["change:nodes", recolour],
+    ["change:nodes", relabelOptions],
     ["change:selected", onSelected],
     ["change:options", drawOptions],
     ["change:header", drawText],
@@ -344,12 +413,16 @@ function render({ model, el }) {
     ["change:questions", drawQuestions],
     ["change:answer_status", drawAnswerStatus],
     ["change:timeline", drawTimeline],
+    ["change:selected", drawFold],
+    ["change:collapsed", drawFold],
+    ["change:subflows", drawFold],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
   drawSvg();
   drawOptions();
   drawText();
   drawQuestions();
+  drawFold();
   onSelected();
   if (!model.get("selected")) lastSelected = null;
   return () => {
@@ -357,4 +430,4 @@ function render({ model, el }) {
   };
 }
 
-export default { render };
+export default { initialize, render };

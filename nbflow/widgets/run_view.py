@@ -49,12 +49,14 @@ from nbflow._engine.kernel import RunHandle
 from nbflow.widgets.graph_pane import (
     NodeLook,
     SvgTemplate,
-    can_draw,
     first_doc_lines,
+    initial_collapse,
     looks,
     node_paths,
+    subflow_paths,
     table_html,
     tries,
+    visible_nodes,
 )
 from nbflow.widgets.redact import Redactor
 from nbflow.widgets.render import describe, render_value, short_value
@@ -71,6 +73,7 @@ __all__ = ["RunView"]
 MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that big is unreadable and slow to lay out
 _MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
 _MAX_ROWS = 100  # map items / loop iterations listed in the inspector
+_NO_TEXT = (int, float, complex, type(None))  # values that never carry a secret's text (bool is an int)
 _HERE = Path(__file__).parent
 _ESM = (_HERE / "run_view.js").read_text(encoding="utf-8")
 _CSS = (_HERE / "run_view.css").read_text(encoding="utf-8")
@@ -99,12 +102,13 @@ class RunView(anywidget.AnyWidget):
 
     svg = t.Unicode("").tag(sync=True)
     table = t.Unicode("").tag(sync=True)
-    nodes = t.Dict().tag(sync=True)
+    nodes = t.Dict().tag(sync=True)  # in full once (the opening message); then per-node deltas (_send_nodes)
+    nodes_seq = t.Int(0).tag(sync=True)  # the number of the last delta folded into ``nodes``
     header = t.Unicode("").tag(sync=True)
     problems = t.Unicode("").tag(sync=True)
     inspector = t.Unicode("").tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
-    options: t.List[Any] = t.List().tag(sync=True)
+    options: t.List[Any] = t.List().tag(sync=True)  # every node's path, for the selector (sent once)
     questions: t.List[Any] = t.List().tag(sync=True)
     answer_status = t.Dict().tag(sync=True)
     cancellable = t.Bool(False).tag(sync=True)
@@ -112,6 +116,13 @@ class RunView(anywidget.AnyWidget):
     status = t.Unicode("").tag(sync=True)
     snapshot_id = t.Unicode("").tag(sync=True)
     timeline = t.Dict().tag(sync=True)
+
+    symbols = t.Dict().tag(sync=True)  # state -> symbol, for the selector's labels (sent once)
+    subflows: t.List[Any] = t.List().tag(sync=True)  # the paths of the sub-flow nodes (foldable)
+    collapsed: t.List[Any] = t.List().tag(sync=True)  # the sub-flows drawn as one node each
+
+    _node_deltas = False  # True once the widget is open (set at the end of __init__)
+    _final_sent = False  # the final node states went out whole (see _send_nodes)
 
     def __init__(
         self,
@@ -146,11 +157,13 @@ class RunView(anywidget.AnyWidget):
         self._docs: dict[str, str] = {}
         self._history: dict[str, list[str]] = {}  # node -> answered questions ("answered 'approve' ...")
         self._answer_task: Any = None
-        self._snapshot: Any = None  # the DisplayHandle of the static snapshot, once shown
+        self._snapshots: list[Any] = []  # the DisplayHandles of the static snapshots shown (one per display)
         self._final_drawn = False
-        if can_draw(graph, max_svg_nodes):
+        self._max_svg_nodes = max_svg_nodes
+        folded = initial_collapse(graph, max_svg_nodes)
+        if folded is not None:
             try:
-                self._template = SvgTemplate.layout(graph)
+                self._template = SvgTemplate.layout(graph, folded)
                 self._docs = first_doc_lines(graph)
             except Exception as exc:  # a broken Graphviz must not break the view: fall back to the table
                 self._template = None
@@ -167,9 +180,16 @@ class RunView(anywidget.AnyWidget):
             self,
             snapshot_id=_random.token_hex(6),
             svg=self._template.blank if self._template is not None else "",
-            options=[] if self._live_labels else [[name, name] for name in self._paths],
+            # every node's state goes out with the opening message; then only what changes (_send_nodes)
+            nodes=self._node_states(run) if self._template is not None else {},
+            # the selector's entries, once: with a picture the browser labels them from the node states
+            # ("✗ report — failed"), so a redraw does not send every label again
+            options=list(self._paths),
+            symbols=SYMBOLS if self._live_labels else {},
             cancellable=handle is not None and not run.status.finished,
             status=run.status.value,
+            subflows=subflow_paths(graph) if self._template is not None else [],
+            collapsed=sorted(folded) if self._template is not None and folded else [],
         )
         self.on_msg(self._on_msg)
         self.add_class("nbflow-runview")
@@ -194,6 +214,7 @@ class RunView(anywidget.AnyWidget):
                 self._later(1.0, self._tick)
         else:
             self._let_go()
+        self._node_deltas = True  # from now on node states go out as per-node deltas
 
     # --- public ----------------------------------------------------------------------------------
     @property
@@ -212,8 +233,44 @@ class RunView(anywidget.AnyWidget):
         """Display the widget, with the static snapshot beside it (what a saved notebook shows)."""
         from IPython.display import display
 
-        self._snapshot = display(self._snapshot_bundle(), raw=True, display_id=True)
-        display(self)
+        display(self)  # _repr_mimebundle_ puts the snapshot out first
+
+    def fold(self, subflow: str, folded: bool = True) -> None:
+        """Draw sub-flow ``subflow`` as one node (``folded``) or open it to show its nodes.
+
+        Opening is refused (the picture stays) when it would show more than ``max_svg_nodes`` nodes.
+        """
+        if subflow not in self.subflows:
+            if subflow not in self._paths:
+                raise UnknownNodeError(subflow, self._paths)
+            raise NbflowError(
+                f"node {subflow!r} of flow {self._flow_name!r} is not a sub-flow, so it cannot be folded; "
+                f"sub-flows: {', '.join(self.subflows) or '(none)'}"
+            )
+        now = frozenset(self.collapsed)
+        want = now | {subflow} if folded else now - {subflow}
+        if want == now or (not folded and visible_nodes(self._graph, want) > self._max_svg_nodes):
+            return
+        self._relayout(want)
+
+    def _reveal(self, path: str) -> None:
+        """Open the folded sub-flows around ``path`` (a node picked in the selector or the problems)."""
+        parts = path.split(".")
+        outer = {".".join(parts[:i]) for i in range(1, len(parts))}
+        want = frozenset(self.collapsed) - outer
+        if want != frozenset(self.collapsed) and visible_nodes(self._graph, want) <= self._max_svg_nodes:
+            self._relayout(want)
+
+    def _relayout(self, collapsed: frozenset[str]) -> None:
+        try:
+            template = SvgTemplate.layout(self._graph, collapsed)
+        except Exception as exc:  # a broken Graphviz: keep the picture there is
+            warnings.warn(f"drawing the graph of flow {self._flow_name!r} failed: {exc}", NbflowWarning, stacklevel=3)
+            return
+        self._template = template
+        with self.hold_sync():
+            self.collapsed = sorted(collapsed)
+            self.svg = template.blank  # the browser recolours it from the node states it has
 
     def close(self) -> None:
         """Stop following the run and close the widget."""
@@ -229,12 +286,66 @@ class RunView(anywidget.AnyWidget):
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         if self.comm is None:  # closed: nothing live to show
             return {"text/plain": self._text()}
+        self._show_snapshot()
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if isinstance(data, dict):
             # What text-only front ends and nbval see: stable (no run id, no timing).
             data["text/plain"] = self._text()
         return data
+
+    # --- node states: per-node deltas ------------------------------------------------------------
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        if key in ("nodes", "nodes_seq") and self._node_deltas:
+            return False  # sent by _send_nodes: only the nodes that changed
+        return bool(super()._should_send_property(key, value))
+
+    def _send_nodes(self, new: dict[str, list[str]], final: bool = False) -> None:
+        """Send only the nodes whose state changed, numbered: ``{"kind": "nodes", "seq": n, "delta": {...}}``.
+
+        The browser folds each delta into its copy; a gap in the numbers (deltas sent before the browser's
+        model listened) makes it ask for the whole state once (``resync``). The traits keep the whole
+        state: a page reloaded while the kernel lives gets it with the model's state. The ``final`` state
+        (a finished or paused run) goes out whole, once, as a state update: the browser's model has it
+        however late its front end loaded, and so has the widget state a notebook saves (nbconvert and
+        nbclient record state updates, not custom messages).
+        """
+        old = self.nodes
+        delta = {path: look for path, look in new.items() if old.get(path) != look}
+        if delta:
+            self.nodes = new
+            self.nodes_seq += 1
+        if not self._node_deltas:
+            return
+        if final:
+            if delta or not self._final_sent:
+                self.send_state(["nodes", "nodes_seq"])
+                self._final_sent = True
+        elif delta:
+            self.send({"kind": "nodes", "seq": self.nodes_seq, "delta": delta})
+            self._final_sent = False  # a resumed run: its end goes out whole again
+
+    def _node_states(self, run: Run) -> dict[str, list[str]]:
+        return {
+            path: _look_state(look) for path, look in looks(self._graph, run, None, self._redact, self._docs).items()
+        }
+
+    def _resync(self, seq: Any) -> None:
+        if seq != self.nodes_seq:
+            self.send({"kind": "nodes", "seq": self.nodes_seq, "full": self.nodes})
+
+    def _show_snapshot(self) -> None:
+        """Every display of the view puts the static snapshot out first, as an output of its own.
+
+        A saved notebook, nbconvert, GitHub and nbviewer show it; the live widget hides it while rendered,
+        and the snapshot hides the widget's "model not found" line when the notebook is reopened without
+        the kernel that made it. Each snapshot is updated to the final state when the run ends.
+        """
+        from IPython.display import display
+
+        handle = display(self._snapshot_bundle(), raw=True, display_id=True)
+        if handle is not None:
+            self._snapshots.append(handle)
 
     def set_state(self, sync_data: Any) -> None:
         """The browser owns no state: its actions arrive as messages (``_on_msg``), so state it sends is ignored."""
@@ -253,6 +364,8 @@ class RunView(anywidget.AnyWidget):
             node = content.get("node")
             if isinstance(node, str) and node in self._paths:
                 self._user_picked = True
+                if self._template is not None:
+                    self._reveal(node)
                 self._set_selected(node)
         elif kind == "cancel":
             self._cancel()
@@ -264,6 +377,12 @@ class RunView(anywidget.AnyWidget):
                 )
         elif kind == "timeline":
             self._update_timeline()
+        elif kind == "fold":
+            node = content.get("node")
+            if isinstance(node, str):
+                self.fold(node, bool(content.get("folded")))
+        elif kind == "resync":
+            self._resync(content.get("seq"))
 
     # --- events ----------------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
@@ -320,29 +439,30 @@ class RunView(anywidget.AnyWidget):
             self.header = self._header_html(run)
             self.problems = self._problems_html(run)
             if self._template is not None:
-                node_looks = looks(self._graph, run, None, self._redact, self._docs)
-                new = {path: _look_state(look) for path, look in node_looks.items()}
-                if new != self.nodes:
-                    self.nodes = new
+                self._send_nodes(self._node_states(run), final)
             else:
                 self.table = table_html(self._paths, self._record, self.selected or None, self._redact)
-            if self._live_labels:
-                self._update_options()
             if run.status.finished:
                 self.cancellable = False
             self._update_questions(run)
             self._refresh_inspector()
-        if final and self._snapshot is not None:
-            try:
-                self._snapshot.update(self._snapshot_bundle(), raw=True)
-            except Exception:  # the display went away (no kernel): the live view still works
-                pass
+        if final and self._snapshots:
+            bundle = self._snapshot_bundle()
+            for handle in self._snapshots:
+                try:
+                    handle.update(bundle, raw=True)
+                except Exception:  # the display went away (no kernel): the live view still works
+                    pass
 
     def _collect_secrets(self, run: Run) -> None:
         """Remember the values of every secret-named input of every node (to redact them wherever they appear)."""
         for _path, rec in run.walk():
             if rec.inputs:
-                self._redact.collect(rec.inputs)
+                # numbers, booleans and None hold no text to redact: skip them before the name checks (~90%
+                # of this cost on a 1,000-node run of numbers)
+                texts = {k: v for k, v in rec.inputs.items() if not isinstance(v, _NO_TEXT)}
+                if texts:
+                    self._redact.collect(texts)
 
     def _header_html(self, run: Run) -> str:
         elapsed = run.duration
@@ -402,15 +522,6 @@ class RunView(anywidget.AnyWidget):
         if self.table or run is None:
             return self.table
         return table_html(self._paths, self._record, self.selected or None, self._redact)
-
-    def _update_options(self) -> None:
-        options = []
-        for name in self._paths:
-            rec = self._record(name)
-            state = rec.status.value if rec is not None else "not in run"
-            options.append([f"{SYMBOLS.get(state, '·')} {name} — {state}", name])
-        if options != self.options:
-            self.options = options
 
     def _auto_select(self, run: Run) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""
@@ -727,7 +838,7 @@ class RunView(anywidget.AnyWidget):
             )
         return (
             f'<div class="nbflow-snap nbflow-snap-{self.snapshot_id}" style="font-family:sans-serif;font-size:13px">'
-            f"{self.header}{self.problems}"
+            f"{_hide_dead_widget(self.snapshot_id)}{self.header}{self.problems}"
             f'<div style="max-height:600px;overflow:auto">{picture}</div>{table}</div>'
         )
 
@@ -738,6 +849,24 @@ class RunView(anywidget.AnyWidget):
             # stable (the state changes by an update nbval does not follow): the HTML says the state
             "text/plain": f"<nbflow run snapshot: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}>",
         }
+
+
+def _hide_dead_widget(snapshot_id: str) -> str:
+    """A rule that hides the widget output right after this snapshot while it holds only text.
+
+    Reopened without the kernel that made it, a notebook's widget output reads "Loading widget..." or
+    "Error displaying widget: model not found" (JupyterLab, Notebook 7: a text-only output node); the
+    snapshot above it is what the user should see. A live widget renders elements into that node, so the
+    rule no longer matches and the widget shows (and hides this snapshot: ``hideSnapshot`` in run_view.js).
+    Trusted notebooks only: sanitizers drop ``<style>``, and untrusted outputs show no widget anyway.
+    """
+    after = f".jp-OutputArea-child:has(.nbflow-snap-{snapshot_id}) + .jp-OutputArea-child"
+    return (
+        # the error (ipywidgets marks it .jupyter-widgets): the whole output, its prompt too; "Loading
+        # widget..." (text only: no element inside): the text. (:has() cannot nest, hence two rules.)
+        f"<style>{after}:has(> .jp-OutputArea-output.jupyter-widgets) {{ display: none; }} "
+        f"{after} > .jp-OutputArea-output:not(:has(*)) {{ display: none; }}</style>"
+    )
 
 
 def _look_state(look: NodeLook) -> list[str]:

@@ -8,14 +8,11 @@ docs/img/explorer.png (with NBFLOW_UPDATE_DOCS=1) and tests/artifacts/.
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
-import nbformat
 import pytest
 
-from tests.kernel.test_widgets_browser import ARGS, CHROMIUM, ROOT, lab  # noqa: F401  (lab is a fixture)
+from tests.helpers.browser import ARGS, CHROMIUM, Server, open_notebook, run_all, shot_folders, write_notebook
 
 CELLS = [
     """import asyncio
@@ -56,32 +53,18 @@ print("handled during the await:", live.handled)""",
 
 
 @pytest.mark.browser
-def test_explorer_in_jupyterlab(lab: tuple[str, str, Path]) -> None:  # noqa: F811
+def test_explorer_in_jupyterlab(lab: Server) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    base, token, work = lab
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, work / "explore.ipynb")
-    folders = [ROOT / "tests" / "artifacts"]
-    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
-        folders.append(ROOT / "docs" / "img")
-    for folder in folders:
-        folder.mkdir(parents=True, exist_ok=True)
+    write_notebook(lab.work / "explore.ipynb", CELLS)
+    folders = shot_folders()
     wait = {"timeout": 30_000}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1100})
-            page.goto(f"{base}/lab/tree/explore.ipynb?reset&token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function(
-                """() => { const a = window.jupyterapp; if (!a) return false;
-                const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
-                  && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
-                timeout=60_000,
-            )
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            open_notebook(page, lab, "explore.ipynb")
+            run_all(page)
             explorer = page.locator(".nbflow-explorer").first
             expect(explorer.locator("tr.nbx-row").first).to_be_visible(timeout=90_000)
             expect(explorer.locator(".nbx-range")).to_have_text("1–40 of 40", **wait)

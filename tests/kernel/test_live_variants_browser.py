@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.kernel.test_widgets_browser import ARGS, CHROMIUM, ROOT, lab  # noqa: F401  (lab is a fixture)
+from tests.helpers.browser import ARGS, CHROMIUM, ROOT
 
 CELL = """import asyncio
 import nbflow as nf
@@ -32,7 +32,7 @@ df = await flow.abatch([{"q": i} for i in range(30)], grid={"prompt": ["terse", 
 
 
 @pytest.mark.browser
-def test_live_variant_bars_in_jupyterlab(lab: tuple[str, str, Path]) -> None:  # noqa: F811
+def test_live_variant_bars_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, token, work = lab

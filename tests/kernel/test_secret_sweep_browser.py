@@ -16,8 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.helpers.browser import ARGS, CHROMIUM
 from tests.kernel.test_secret_sweep_kernel import ENV, SCENARIO, TEXTS
-from tests.kernel.test_widgets_browser import ARGS, CHROMIUM, lab  # noqa: F401  (lab is a fixture)
 
 CELLS = [
     SCENARIO,
@@ -35,7 +35,7 @@ def sweep_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.browser
-def test_no_websocket_frame_page_text_or_file_holds_a_secret(sweep_env: None, lab: tuple[str, str, Path]) -> None:  # noqa: F811
+def test_no_websocket_frame_page_text_or_file_holds_a_secret(sweep_env: None, lab: tuple[str, str, Path]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, token, work = lab

@@ -13,33 +13,30 @@ NEED_BROWSER=1 (CI), where that is a failure.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("NBFLOW_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.helpers.browser import (
+    ARGS,
+    CHROMIUM,
+    ROOT,
+    Server,
+    open_notebook,
+    run_all,
+    server_env,
+    shot_folders,
+    write_notebook,
+)
+
 FAILED_FILL = "rgb(255, 201, 201)"  # STATE_COLORS[FAILED] #ffc9c9
 SUCCEEDED_FILL = "rgb(211, 249, 216)"  # #d3f9d8
 
@@ -103,119 +100,13 @@ def _cls(state: str) -> re.Pattern[str]:
     return re.compile(rf"(^|\s)nbflow-{state}(\s|$)")
 
 
-def _missing_prerequisite() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEED_BROWSER=1 ./scripts/bootstrap.sh)"
-    for module in ("playwright", "jupyterlab"):
-        try:
-            __import__(module)
-        except ImportError:
-            return f"{module} is not installed (pip install -e '.[browser]')"
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return bytes(r.read())
-
-
-@pytest.fixture
-def lab(tmp_path: Path):
-    """A JupyterLab server on 127.0.0.1 serving tmp_path; yields (base url, token); always shut down."""
-    missing = _missing_prerequisite()
-    if missing:
-        if os.environ.get("NEED_BROWSER") == "1":
-            pytest.fail(f"NEED_BROWSER=1 but {missing}")
-        pytest.skip(missing)
-    port, token = _free_port(), secrets.token_hex(16)
-    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"checkForUpdates": False, "fetchNews": "false"})
-    )
-    # Render every cell (JupyterLab 4 only renders the cells in view by default): outputs below the fold
-    # must exist in the page for the checks.
-    notebook_settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
-    notebook_settings.mkdir(parents=True)
-    (notebook_settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    work = tmp_path / "work"
-    work.mkdir()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["JUPYTERLAB_SETTINGS_DIR"] = str(tmp_path / "settings")
-    env["JUPYTERLAB_WORKSPACES_DIR"] = str(tmp_path / "workspaces")
-    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    log = (tmp_path / "jlab.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            "--no-browser",
-            "--ip=127.0.0.1",
-            f"--port={port}",
-            f"--IdentityProvider.token={token}",
-            "--allow-root",
-            f"--ServerApp.root_dir={work}",
-            "--LabApp.expose_app_in_browser=True",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _get(f"{base}/api/status?token={token}")
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"JupyterLab did not start: {(tmp_path / 'jlab.log').read_text()[-2000:]}"
-                    ) from None
-                time.sleep(0.3)
-        yield base, token, work
-    finally:
-        try:  # shut the notebook kernels down, then the server
-            for sess in json.loads(_get(f"{base}/api/sessions?token={token}")):
-                req = urllib.request.Request(f"{base}/api/sessions/{sess['id']}?token={token}", method="DELETE")
-                urllib.request.urlopen(req, timeout=5).close()
-        except OSError:
-            pass
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
 @pytest.mark.browser
-def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
+def test_run_view_in_jupyterlab(lab: Server) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    base, token, work = lab
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, work / "inspect.ipynb")
+    write_notebook(lab.work / "inspect.ipynb", NOTEBOOK_CELLS)
     # Screenshots go to tests/artifacts/; with NBFLOW_UPDATE_DOCS=1 also to docs/img/ (the docs' pictures).
-    folders = [ROOT / "tests" / "artifacts"]
-    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
-        folders.append(ROOT / "docs" / "img")
-    for folder in folders:
-        folder.mkdir(parents=True, exist_ok=True)
+    folders = shot_folders()
     shots = [folder / "run_widget.png" for folder in folders]
     question_shots = [folder / "question_widget.png" for folder in folders]
 
@@ -223,16 +114,8 @@ def test_run_view_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 1000})
-            page.goto(f"{base}/lab/tree/inspect.ipynb?reset&token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function(
-                """() => { const a = window.jupyterapp; if (!a) return false;
-                const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
-                  && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
-                timeout=60_000,
-            )
-            # not awaited: the command's promise resolves only once every cell has run
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            open_notebook(page, lab, "inspect.ipynb")
+            run_all(page)
             view = page.locator(".nbflow-runview").first
             # Widget parts update through separate messages: every check waits (expect) for its part.
             wait = {"timeout": 30_000}
@@ -361,16 +244,6 @@ paused = await review_flow.arun()""",
 ]
 
 
-def _shot_folders() -> list[Path]:
-    """tests/artifacts/, and docs/img/ with NBFLOW_UPDATE_DOCS=1 (the docs' pictures)."""
-    folders = [ROOT / "tests" / "artifacts"]
-    if os.environ.get("NBFLOW_UPDATE_DOCS") == "1":
-        folders.append(ROOT / "docs" / "img")
-    for folder in folders:
-        folder.mkdir(parents=True, exist_ok=True)
-    return folders
-
-
 def _rgb(css: str) -> tuple[float, float, float]:
     """'rgb(1, 2, 3)' or 'rgba(1, 2, 3, 0.5)' -> (1, 2, 3)."""
     r, g, b = (float(x) for x in re.findall(r"[\d.]+", css)[:3])
@@ -387,17 +260,6 @@ def _contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> f
 
     hi, lo = sorted((lum(a), lum(b)), reverse=True)
     return (hi + 0.05) / (lo + 0.05)
-
-
-def _open_notebook(page: Any, base: str, token: str, name: str) -> None:
-    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_function(
-        """() => { const a = window.jupyterapp; if (!a) return false;
-        const w = a.shell.currentWidget; const k = w && w.sessionContext && w.sessionContext.session
-          && w.sessionContext.session.kernel; return k && k.status === 'idle'; }""",
-        timeout=90_000,
-    )
 
 
 def _three_clicks_and_a_pick(view: Any, title: str) -> None:
@@ -418,20 +280,18 @@ def _three_clicks_and_a_pick(view: Any, title: str) -> None:
 
 
 @pytest.mark.browser
-def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]) -> None:
+def test_every_click_is_handled_during_and_after_runs(lab: Server) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    base, token, work = lab
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CLICK_CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, work / "clicks.ipynb")
+    work = lab.work
+    write_notebook(work / "clicks.ipynb", CLICK_CELLS)
     wait = {"timeout": 30_000}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1000})
-            _open_notebook(page, base, token, "clicks.ipynb")
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            open_notebook(page, lab, "clicks.ipynb")
+            run_all(page)
             views = page.locator(".nbflow-runview")
 
             # 1. during `await flow.arun(...)`: the cell is still running (its last node waits for a file)
@@ -492,35 +352,154 @@ def test_every_click_is_handled_during_and_after_runs(lab: tuple[str, str, Path]
             node_text = _rgb(node.locator("text").first.evaluate("e => getComputedStyle(e).fill"))
             assert _contrast(node_text, node_fill) >= 4.5, (node_text, node_fill)
             awaited.scroll_into_view_if_needed()
-            for folder in _shot_folders():
+            for folder in shot_folders():
                 awaited.screenshot(path=str(folder / "run_widget_dark.png"))
 
-            # 6. first paint of a warm run: from executing the cell to its view showing the final graph
-            page.evaluate(
-                """() => { const nb = window.jupyterapp.shell.currentWidget.content;
-                nb.activeCellIndex = nb.widgets.length - 1;
-                window.jupyterapp.commands.execute('notebook:insert-cell-below');
-                nb.activeCell.model.sharedModel.setSource("again = clicks_flow('warm', None).run()"); }"""
-            )
-            count = views.count()
-            page.evaluate(
-                """() => { window.__nbflowT0 = performance.now();
-                window.jupyterapp.commands.execute('notebook:run-cell'); }"""
-            )
-            page.wait_for_function(
-                """n => { const v = document.querySelectorAll('.nbflow-runview');
-                if (v.length <= n) return false;
-                const g = v[v.length - 1].querySelector('svg g#node-last');
-                if (!g || !g.classList.contains('nbflow-succeeded')) return false;
-                window.__nbflowPaint = performance.now() - window.__nbflowT0; return true; }""",
-                arg=count,
-                timeout=30_000,
-            )
-            paint_ms = page.evaluate("() => window.__nbflowPaint")
-            print(f"first paint of a warm run (execute -> final graph drawn): {paint_ms:.0f} ms")
+            # 6. first paint of a warm run: from executing the cell to its view showing the final graph. Five
+            # runs, each in a new cell; the median counts (the machine is shared: one sample says little).
+            paints = []
+            for i in range(5):
+                page.evaluate(
+                    """src => { const nb = window.jupyterapp.shell.currentWidget.content;
+                    nb.activeCellIndex = nb.widgets.length - 1;
+                    window.jupyterapp.commands.execute('notebook:insert-cell-below');
+                    nb.activeCell.model.sharedModel.setSource(src); }""",
+                    f"again{i} = clicks_flow('warm', None).run()",
+                )
+                count = views.count()
+                page.evaluate(
+                    """() => { window.__nbflowT0 = performance.now();
+                    window.jupyterapp.commands.execute('notebook:run-cell'); }"""
+                )
+                page.wait_for_function(
+                    """n => { const v = document.querySelectorAll('.nbflow-runview');
+                    if (v.length <= n) return false;
+                    const g = v[v.length - 1].querySelector('svg g#node-last');
+                    if (!g || !g.classList.contains('nbflow-succeeded')) return false;
+                    window.__nbflowPaint = performance.now() - window.__nbflowT0; return true; }""",
+                    arg=count,
+                    timeout=30_000,
+                )
+                paints.append(page.evaluate("() => window.__nbflowPaint"))
+                time.sleep(0.3)
+            paint_ms = sorted(paints)[len(paints) // 2]
+            load = os.getloadavg()[0]
+            print(f"first paint of a warm run (execute -> final graph drawn): median {paint_ms:.0f} ms of {paints}")
             (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
-            (ROOT / "tests" / "artifacts" / "first_paint_ms.txt").write_text(f"{paint_ms:.0f}\n")
+            (ROOT / "tests" / "artifacts" / "first_paint_ms.txt").write_text(
+                f"{paint_ms:.0f} (median of {[round(p) for p in paints]}; load average {load:.1f})\n"
+            )
             assert paint_ms < 1500, paint_ms  # the goal is 150 ms on an idle machine; see docs/widgets.md
+        finally:
+            browser.close()
+
+
+# --- Notebook 7 (`jupyter notebook`): the same clicks, the same answers ------------------------------------------
+NESTED_CELL = """def chain(title: str, n: int, fail: bool) -> nf.Flow:
+    sub = nf.Flow(title)
+    sub.add(lambda text: text, name="s0")
+    for i in range(1, n):
+        if fail and i == n - 1:
+            def broken(x: str) -> str:
+                raise ValueError("inner failure")
+            sub.add(broken, name=f"s{i}", inputs={"x": f"s{i - 1}"})
+        else:
+            sub.add(lambda x: x, name=f"s{i}", inputs={"x": f"s{i - 1}"})
+    return sub
+
+
+big = nf.Flow("nested")
+big.add(lambda: "text", name="doc")
+big.add(chain("clean", 80, False), name="clean", inputs={"text": "doc"}, output="s79")
+big.add(chain("judge", 80, True), name="judge", inputs={"text": "clean"}, output="s79")
+nested = big.run()  # 161 nodes: drawn with its sub-flows folded, not as a table"""
+
+
+@pytest.mark.browser
+def test_every_click_is_handled_in_notebook7(notebook7: Server) -> None:
+    """3 clicks + 1 selector pick during `await flow.arun(...)` and after it ends, in Notebook 7; a big graph's
+    sub-flows fold and open."""
+    from playwright.sync_api import expect, sync_playwright
+
+    write_notebook(notebook7.work / "clicks.ipynb", [*CLICK_CELLS[:2], NESTED_CELL])
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            open_notebook(page, notebook7, "clicks.ipynb")
+            assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"  # not JupyterLab
+            run_all(page)
+            awaited = page.locator(".nbflow-runview").first
+            # during `await flow.arun(...)`: the cell still runs (its last node waits for a file)
+            expect(awaited.locator("svg g#node-last")).to_have_class(_cls("running"), timeout=90_000)
+            _three_clicks_and_a_pick(awaited, "awaited")
+            expect(awaited.locator("svg g#node-last")).to_have_class(_cls("running"))  # still awaiting
+            (notebook7.work / "release-awaited").touch()
+            expect(awaited.locator(".nbflow-badge-succeeded")).to_be_visible(timeout=30_000)
+            # ... and after it ended
+            _three_clicks_and_a_pick(awaited, "awaited")
+            awaited.scroll_into_view_if_needed()
+            for folder in shot_folders():
+                awaited.screenshot(path=str(folder / "run_widget_notebook7.png"))
+
+            # a 161-node graph: a picture with its two sub-flows folded into one node each (not a table)
+            nested = page.locator(".nbflow-runview").nth(1)
+            judge = nested.locator("svg g#node-judge")
+            expect(judge).to_have_class(_cls("failed"), timeout=60_000)
+            expect(judge).to_contain_text("sub-flow 'judge': 80 nodes")
+            inner = nested.locator('svg g[id="node-judge.s79"]')
+            expect(inner).to_have_count(0)
+            fold = nested.locator("button.nbflow-rv-fold")
+            expect(fold).to_have_text("▸ open judge", timeout=30_000)  # the failed node is inside it
+            fold.click()
+            expect(inner).to_have_class(_cls("failed"), timeout=30_000)  # laid out again, coloured at once
+            expect(nested.locator('svg g[id="node-judge.s3"]')).to_have_class(_cls("succeeded"))
+            expect(nested.locator('svg g[id="node-clean.s3"]')).to_have_count(0)  # the other stays folded
+            expect(fold).to_have_text("▾ fold judge")
+            nested.locator("svg g#node-judge").dblclick()  # double-click folds it again
+            expect(inner).to_have_count(0, timeout=30_000)
+            expect(judge).to_have_class(_cls("failed"))
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+def test_a_reopened_notebook_shows_the_snapshot_not_an_error_in_notebook7(notebook7: Server) -> None:
+    """Run, save (as Notebook 7 does: no widget state), reopen with a new kernel: each run's snapshot shows,
+    and none of ipywidgets' "model not found" errors; a run shown again as a cell's value has its own."""
+    from playwright.sync_api import expect, sync_playwright
+
+    work = notebook7.work
+    tiny = "import nbflow as nf\n\nf = nf.Flow('tiny')\n\n\n@f.node\ndef a() -> int:\n    return 1"
+    write_notebook(work / "saved.ipynb", [tiny, "run = await f.arun()", "run"])
+    env = server_env(work.parent)
+    for command in (
+        ["nbconvert", "--to", "notebook", "--execute", "--inplace", "saved.ipynb"],
+        ["trust", "saved.ipynb"],
+    ):
+        subprocess.run([sys.executable, "-m", "jupyter", *command], cwd=work, env=env, check=True, capture_output=True)
+    nb = nbformat.read(work / "saved.ipynb", as_version=4)
+    assert (
+        sum("nbflow-snap" in "".join(o.get("data", {}).get("text/html", "")) for c in nb.cells for o in c.outputs) == 2
+    )
+    nb.metadata.pop("widgets", None)  # saved without the widget state (the default of JupyterLab and Notebook 7)
+    nbformat.write(nb, work / "saved.ipynb")
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", "saved.ipynb"], cwd=work, env=env, check=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            open_notebook(page, notebook7, "saved.ipynb")
+            snaps = page.locator(".jp-Notebook .nbflow-snap")
+            expect(snaps).to_have_count(2, timeout=30_000)
+            for i in range(2):
+                expect(snaps.nth(i)).to_be_visible()
+                expect(snaps.nth(i)).to_contain_text("SUCCEEDED")
+            dead = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="model not found")
+            expect(dead).to_have_count(2, timeout=60_000)  # the widget manager gave up on both saved views ...
+            for i in range(2):
+                expect(dead.nth(i)).to_be_hidden()  # ... and neither error shows
+            assert "model not found" not in page.locator(".jp-Notebook").inner_text()
         finally:
             browser.close()
 
@@ -532,9 +511,7 @@ def _executed_quickstart(folder: Path) -> Path:
     shutil.copy(src, folder / "quickstart.ipynb")
     if (ROOT / "notebooks" / "data").exists():
         shutil.copytree(ROOT / "notebooks" / "data", folder / "data", dirs_exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env = server_env(folder.parent)  # the server's: `jupyter trust` signs in the server's database
     subprocess.run(
         [
             sys.executable,
@@ -562,6 +539,15 @@ def _executed_quickstart(folder: Path) -> Path:
         capture_output=True,
         timeout=300,
     )
+    # trusted, as a notebook the user ran and saved is (its HTML and widget outputs are rendered)
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "trust", "saved.ipynb"],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return folder / "saved.ipynb"
 
 
@@ -577,10 +563,10 @@ def _has_colour(locator: Any, rgb: tuple[int, int, int], at_least: int = 200) ->
 
 
 @pytest.mark.browser
-def test_a_saved_notebook_shows_the_run_without_a_kernel(lab: tuple[str, str, Path]) -> None:
+def test_a_saved_notebook_shows_the_run_without_a_kernel(lab: Server) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    base, token, work = lab
+    work = lab.work
     saved = _executed_quickstart(work)
     nb = nbformat.read(saved, as_version=4)
     # the run's cell carries the snapshot (final state) next to the widget
@@ -607,16 +593,40 @@ def test_a_saved_notebook_shows_the_run_without_a_kernel(lab: tuple[str, str, Pa
             snap.screenshot(path=str(ROOT / "tests" / "artifacts" / "nbconvert_snapshot.png"))
             page.close()
 
-            # 2. reopened in JupyterLab with no kernel state (no widget models): the snapshot is shown
+            # 2. reopened in JupyterLab: a new kernel, which has none of the saved widgets' models. The snapshot
+            # is what the user sees; ipywidgets' "Error displaying widget: model not found" below it is hidden.
+            # Saved as JupyterLab saves it: without the widget state (else the widget renders from that state).
+            nb.metadata.pop("widgets", None)
+            nbformat.write(nb, work / "reopened.ipynb")
+            subprocess.run(
+                [sys.executable, "-m", "jupyter", "trust", "reopened.ipynb"],
+                cwd=work,
+                env=server_env(work.parent),
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
             page = browser.new_page(viewport={"width": 1100, "height": 900})
-            page.goto(f"{base}/lab/tree/saved.ipynb?reset&token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            open_notebook(page, lab, "reopened.ipynb")
+            trusted = """() => window.jupyterapp.shell.currentWidget.content.widgets
+                .filter(c => c.model.type === 'code').every(c => c.model.trusted)"""
+            assert page.evaluate(trusted) is True
             snap = page.locator(".jp-Notebook .nbflow-snap").first
             expect(snap).to_be_visible(**wait)
             expect(snap).to_contain_text("SUCCEEDED")
+            # the widget manager has given up on the saved models (the state a reopened notebook is in) ...
+            dead = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="model not found")
+            expect(dead.first).to_be_attached(timeout=60_000)
+            time.sleep(0.5)
+            # ... and none of its errors shows: every one sits right below its run's snapshot, hidden
+            for i in range(dead.count()):
+                expect(dead.nth(i)).to_be_hidden()
+            assert "model not found" not in page.locator(".jp-Notebook").inner_text()
+            assert "Loading widget" not in page.locator(".jp-Notebook").inner_text()
             graph = snap.locator("img.nbflow-snap-graph")
             expect(graph).to_be_visible()
             graph.scroll_into_view_if_needed()
+            snap.screenshot(path=str(ROOT / "tests" / "artifacts" / "reopened_snapshot.png"))
             assert _has_colour(graph, (211, 249, 216))  # coloured by the final state (succeeded)
             page.close()
         finally:

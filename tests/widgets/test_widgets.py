@@ -17,7 +17,7 @@ import nbflow as nf
 from nbflow._show.draw import STATE_COLORS
 from nbflow.widgets import RunView
 from tests.helpers import widget_comm
-from tests.helpers.widget_comm import frontend_sends, frontend_sets, updates
+from tests.helpers.widget_comm import customs, folded_nodes, frontend_sends, frontend_sets, updates
 
 pytestmark = pytest.mark.anyio
 
@@ -112,9 +112,10 @@ async def test_colours_follow_events_and_reach_the_front_end(comm_log: list[Any]
     assert drawn["b"] == ("failed", STATE_COLORS[nf.NodeStatus.FAILED][0])
     assert drawn["c"] == ("skipped", STATE_COLORS[nf.NodeStatus.SKIPPED][0])
     # the same picture was sent to the front end
-    sent = [u["nodes"] for u in updates(comm_log, view.comm.comm_id) if "nodes" in u]
+    sent = folded_nodes(comm_log, view.comm.comm_id)
     assert {name: v[0] for name, v in sent[-1].items()} == {name: v[0] for name, v in drawn.items()}
     assert any(v.get("a", ("",))[0] == "running" for v in sent)
+    assert sent[-1] == view.nodes
     # the SVG was sent once (laid out once), never redrawn
     assert sum(1 for cid, t, d in comm_log if cid == view.comm.comm_id and d and d.get("state", {}).get("svg")) == 1
     assert "FAILED" in view.header and "1 failed" in view.header
@@ -122,6 +123,59 @@ async def test_colours_follow_events_and_reach_the_front_end(comm_log: list[Any]
     assert 'data-node="b"' in view.problems and "ValueError" in view.problems
     assert "upstream &#x27;b&#x27; failed" in view.problems  # skipped nodes say why
     assert view.inspector.count("ValueError: bad") == 1  # the message once: not again at the traceback's end
+
+
+async def test_node_states_go_out_as_per_node_deltas(comm_log: list[Any]) -> None:
+    """After the opening state, each redraw sends only the nodes that changed, numbered; a resync sends all."""
+    flow = nf.Flow("chain")
+    gates = [anyio.Event() for _ in range(6)]
+
+    def first(gate: anyio.Event) -> Any:
+        async def node() -> int:
+            await gate.wait()
+            return 1
+
+        return node
+
+    def then(gate: anyio.Event) -> Any:
+        async def node(x: int) -> int:
+            await gate.wait()
+            return x
+
+        return node
+
+    for i in range(6):
+        if i == 0:
+            flow.add(first(gates[0]), name="n0", thread=False)
+        else:
+            flow.add(then(gates[i]), name=f"n{i}", inputs={"x": f"n{i - 1}"}, thread=False)
+    handle = flow.start(show=False)
+    view = RunView(handle, interval=0)
+    cid = view.comm.comm_id
+    for gate in gates:  # one node finishes at a time: each delta is that node and the next one
+        for _ in range(30):
+            await anyio.sleep(0)
+        gate.set()
+    await handle
+    deltas = [m for m in customs(comm_log, cid) if m.get("kind") == "nodes"]
+    assert len(deltas) >= 5 and all(len(m["delta"]) <= 2 for m in deltas), deltas
+    assert [m["seq"] for m in deltas] == list(range(deltas[0]["seq"], deltas[0]["seq"] + len(deltas)))
+    # the whole state goes out with the opening message, and once more at the end (as a state update: the
+    # browser's model and a saved notebook's widget state have the final picture); never in between
+    opened = [d["state"] for c, t, d in comm_log if c == cid and t == "comm_open"]
+    assert opened and "nodes" in opened[0]
+    whole = [u for u in updates(comm_log, cid) if "nodes" in u]
+    assert len(whole) == 1 and whole[0]["nodes_seq"] >= deltas[-1]["seq"] and whole[0]["nodes"] == view.nodes
+    # folded in order, the deltas give the final picture
+    assert folded_nodes(comm_log, cid)[-1] == view.nodes
+    assert {v[0] for v in view.nodes.values()} == {"succeeded"}
+    # a front end that missed deltas asks once and gets the whole state; an up-to-date one gets nothing
+    before = len(customs(comm_log, cid))
+    frontend_sends(view, kind="resync", seq=view.nodes_seq)
+    assert len(customs(comm_log, cid)) == before
+    frontend_sends(view, kind="resync", seq=0)
+    (full,) = customs(comm_log, cid)[before:]
+    assert full == {"kind": "nodes", "seq": view.nodes_seq, "full": view.nodes}
 
 
 async def test_inspector_shows_outputs_richly_and_the_traceback(comm_log: list[Any]) -> None:
@@ -141,12 +195,14 @@ async def test_inspector_shows_outputs_richly_and_the_traceback(comm_log: list[A
     view.select("publish")
     assert "skipped" in view.inspector and "upstream" in view.inspector
     assert view.selected == "publish"
-    assert [label for label, _ in view.options] == [
-        "✓ table — succeeded",
-        "✓ stats — succeeded",
-        "✗ report — failed",
-        "– publish — skipped",
-    ]
+    # the selector's entries are sent once; the browser labels them from the node states and the symbols
+    assert view.options == ["table", "stats", "report", "publish"]
+    assert {name: view.symbols[view.nodes[name][0]] for name in view.options} == {
+        "table": "✓",
+        "stats": "✓",
+        "report": "✗",
+        "publish": "–",
+    }
 
 
 async def test_inspector_renders_models_long_text_and_images(comm_log: list[Any]) -> None:
@@ -324,6 +380,89 @@ def test_without_dot_the_graph_is_a_table(monkeypatch: pytest.MonkeyPatch, comm_
     assert view.selected == "stats"
 
 
+def nested_flow(inner: int = 30) -> nf.Flow:
+    """A parent with two sub-flows of ``inner`` nodes each (the second fails in its last node)."""
+
+    def chain(title: str, fail: bool) -> nf.Flow:
+        sub = nf.Flow(title)
+        sub.add(lambda text: text, name="s0", thread=False)
+        for i in range(1, inner):
+            if fail and i == inner - 1:
+
+                def broken(x: str) -> str:
+                    raise ValueError("inner failure")
+
+                sub.add(broken, name=f"s{i}", inputs={"x": f"s{i - 1}"}, thread=False)
+            else:
+                sub.add(lambda x: x, name=f"s{i}", inputs={"x": f"s{i - 1}"}, thread=False)
+        return sub
+
+    flow = nf.Flow("nested")
+
+    @flow.node(thread=False)
+    def doc() -> str:
+        return "text"
+
+    flow.add(chain("clean", False), name="clean", inputs={"text": "doc"}, output=f"s{inner - 1}")
+    flow.add(chain("judge", True), name="judge", inputs={"text": "clean"}, output=f"s{inner - 1}")
+    return flow
+
+
+def test_big_graphs_fold_their_subflows_and_each_opens_on_demand(comm_log: list[Any]) -> None:
+    """Sub-flows fold into one node each when the whole graph is too big to read; one opens on demand."""
+    run = nested_flow(30).run(show=False)  # 63 nodes in all
+    view = RunView(run, max_svg_nodes=40)
+    assert view.subflows == ["clean", "judge"] and view.collapsed == ["clean", "judge"]
+    drawn = states(view.graph_html())
+    assert set(drawn) == {"doc", "clean", "judge"}  # a picture, not the table: the sub-flows are one node each
+    assert drawn["judge"][0] == "failed" and drawn["clean"][0] == "succeeded"
+    assert "[▸ sub&#45;flow &#39;clean&#39;: 30 nodes]" in view.svg  # the folded node says what it holds
+    assert len(view.options) == 63  # every node can still be picked (and searched)
+    assert view.nodes["judge.s29"][0] == "failed"  # inner states are known to the browser all the same
+    # open one sub-flow from the browser: laid out again with its nodes (one new SVG), the other stays folded
+    svgs = sum(1 for c, t, d in comm_log if c == view.comm.comm_id and d and d.get("state", {}).get("svg"))
+    frontend_sends(view, kind="fold", node="judge", folded=False)
+    assert view.collapsed == ["clean"]
+    drawn = states(view.graph_html())
+    assert "judge.s29" in drawn and drawn["judge.s29"][0] == "failed" and "clean.s3" not in drawn
+    assert sum(1 for c, t, d in comm_log if c == view.comm.comm_id and d and d.get("state", {}).get("svg")) == svgs + 1
+    # opening the second too would show 63 > 40 nodes: refused, the picture stays readable
+    frontend_sends(view, kind="fold", node="clean", folded=False)
+    assert view.collapsed == ["clean"]
+    view.fold("judge")  # folded again, from Python
+    assert view.collapsed == ["clean", "judge"] and "judge.s29" not in states(view.graph_html())
+    # picking an inner node (selector, search, problems) opens the sub-flow around it
+    frontend_sends(view, kind="select", node="judge.s29")
+    assert view.selected == "judge.s29" and view.collapsed == ["clean"]
+    with pytest.raises(nf.NbflowError, match="'doc' of flow 'nested' is not a sub-flow"):
+        view.fold("doc")
+    with pytest.raises(nf.UnknownNodeError):
+        view.fold("nowhere")
+
+
+def test_a_flow_defined_again_reuses_its_layout(comm_log: list[Any]) -> None:
+    """Running a definition cell again makes a new Flow of the same shape: its picture is not laid out again
+    (``dot`` costs 25-100 ms, most of a warm run's first paint). Another shape is laid out anew."""
+    from nbflow.widgets.graph_pane import SvgTemplate
+
+    first = RunView(failing_flow().run(n=1, show=False))
+    again = failing_flow()
+    again.name = "renamed"
+    second = RunView(again.run(n=1, show=False))
+    assert second._template is first._template and second.svg == first.svg
+    assert "<title>inspect</title>" not in first.svg  # the name is not in the shared picture
+    other = nf.Flow("other")
+    other.add(lambda: 1, name="solo", thread=False)
+    assert RunView(other.run(show=False))._template is not first._template
+    assert SvgTemplate.layout(other.graph) is SvgTemplate.layout(other.graph)
+
+
+def test_small_nested_graphs_are_drawn_open(comm_log: list[Any]) -> None:
+    view = RunView(nested_flow(3).run(show=False))
+    assert view.collapsed == [] and view.subflows == ["clean", "judge"]
+    assert {"clean.s0", "judge.s2", "doc"} <= set(states(view.graph_html()))
+
+
 def test_big_graphs_are_tables_with_the_problems_first(comm_log: list[Any]) -> None:
     flow = nf.Flow("wide")
     for i in range(200):
@@ -363,6 +502,7 @@ class FakeKernel:
 
         self.shown: list[Any] = []
         self.snapshots: list[Any] = []
+        self.bundles: list[Any] = []
         self.count = 1
         monkeypatch.setattr(nbflow._notebook, "in_kernel", lambda: True)
         monkeypatch.setattr(nbflow._notebook, "_execution_count", lambda: self.count)
@@ -373,6 +513,8 @@ class FakeKernel:
             self.snapshots.append(obj)
             return _Handle(self.snapshots)
         self.shown.append(obj)
+        if hasattr(obj, "_repr_mimebundle_"):  # as IPython's display formatter does
+            self.bundles.append(obj._repr_mimebundle_())
         return None
 
 
@@ -410,6 +552,50 @@ async def test_runs_show_the_live_view_in_a_kernel(kernel: FakeKernel) -> None:
     assert len(kernel.shown) == 3 and kernel.shown[2].run is handle.run
     assert kernel.shown[2].handle is None  # a final run's view lets its handle go
     assert "application/vnd.jupyter.widget-view+json" in (await_bundle := handle._repr_mimebundle_()) or await_bundle
+
+
+async def test_every_display_of_a_run_carries_its_snapshot(kernel: FakeKernel) -> None:
+    """A run shown again later (``run`` or a ``RunView`` as a cell's value) puts its snapshot out first, too."""
+    flow = failing_flow()
+    run = flow.run(n=2)
+    assert len(kernel.snapshots) == 2  # the live view's snapshot, then its final update
+    kernel.count += 1  # a later cell: `run` on its last line
+    bundle = run._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    again = kernel.snapshots[-1]
+    assert len(kernel.snapshots) == 3 and "FAILED" in again["text/html"]
+    assert states(snapshot_svg(again["text/html"]))["report"][0] == "failed"
+    # a view made by hand and left as a cell's value (notebooks/05_inspect does so)
+    view = RunView(run)
+    view.select("table")
+    bundle = view._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    snap = kernel.snapshots[-1]["text/html"]
+    assert len(kernel.snapshots) == 4 and f"nbflow-snap-{view.snapshot_id}" in snap
+    # ... and the snapshot hides the widget's text-only output below it ("model not found" once reopened)
+    assert f".jp-OutputArea-child:has(.nbflow-snap-{view.snapshot_id}) + .jp-OutputArea-child" in snap
+    view.close()
+
+
+async def test_each_snapshot_of_a_live_run_follows_it_to_the_end(kernel: FakeKernel) -> None:
+    flow = nf.Flow("gated")
+    gate = anyio.Event()
+
+    @flow.node
+    async def wait() -> int:
+        await gate.wait()
+        return 1
+
+    handle = flow.start()
+    await anyio.sleep(0.05)
+    kernel.count += 1
+    handle._repr_mimebundle_()  # shown a second time while running
+    assert [("RUNNING" in s["text/html"] or "PENDING" in s["text/html"]) for s in kernel.snapshots] == [True, True]
+    gate.set()
+    await handle
+    with anyio.fail_after(5):
+        while sum("SUCCEEDED" in s["text/html"] for s in kernel.snapshots) < 2:
+            await anyio.sleep(0.02)  # both views updated their own snapshot to the final state
 
 
 async def test_show_false_and_the_global_switch(kernel: FakeKernel, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -483,7 +669,7 @@ async def test_sub_flow_nodes_are_drawn_selectable_and_inspectable(comm_log: lis
     drawn = states(view.graph_html())
     assert drawn["summ.clean"][0] == "succeeded" and drawn["summ.summary"][0] == "failed"
     assert drawn["summ"][0] == "failed"
-    assert "summ.summary" in [value for _, value in view.options]
+    assert "summ.summary" in view.options
     frontend_sends(view, kind="select", node="summ.clean")
     assert view.selected == "summ.clean" and "hello" in view.inspector
     view.select("summ.summary")
