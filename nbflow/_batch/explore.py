@@ -48,7 +48,7 @@ def explore(frame: pd.DataFrame) -> Any:
 
     def answer(pos: int, value: Any) -> None:
         run = accessor._run_of(frame.iloc[pos], frame.index[pos])
-        flow_of(run).answer(frame, {frame.index[pos]: value})
+        flow_of(run).answer(frame, {frame.index[pos]: _unmasked(run, value, redact)})
 
     # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
     return ExplorerView(lambda request: redact.scrub(query(frame, request, redact)), open_row, answer, static)
@@ -68,6 +68,17 @@ def secrets_of(frame: pd.DataFrame) -> Redactor:
     for values in zip(*data, strict=True):
         redact.collect(dict(zip(columns, values, strict=True)))
     return redact
+
+
+def _unmasked(run: Any, value: Any, redact: Redactor) -> Any:
+    """The option a click meant: the browser was sent options with secret text masked, and sends one back."""
+    for question in (getattr(run, "pending", None) or {}).values():
+        for option in question.options or ():
+            if option == value:
+                return value
+            if redact(str(option)) == value:
+                return option
+    return value
 
 
 def _variant_labels(frame: pd.DataFrame, redact: Redactor | None = None) -> list[str] | None:

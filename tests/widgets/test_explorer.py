@@ -118,3 +118,20 @@ def test_the_explorer_redacts_secret_text_in_outputs_errors_questions_and_plain_
     assert "Bearer" in sent and "invalid key" in sent  # the leaky text was sent, redacted
     for secret in ("tok-camel-0001", "pw-kebab-0002", "sk-plain-0003"):
         assert secret not in sent
+
+
+def test_a_paused_row_whose_options_quote_a_secret_shows_them_masked_and_a_click_answers_with_the_real_one(
+    comm_log: list[Any],
+) -> None:
+    flow = nf.Flow("explore_pause_secret")
+
+    @flow.node
+    async def review(topic: str, api_key: str) -> str:
+        return await nf.ask(f"OK {topic}?", options=["yes", f"no, not {api_key}"])
+
+    df = flow.batch([{"topic": "a", "api_key": "sk-option-0007"}, {"topic": "b", "api_key": "sk-option-0007"}])
+    view = nf.explore(df)
+    assert view.table.rows[1]["__options"] == ["yes", "no, not ••••••"]
+    view.table._handle_custom_msg({"type": "answer", "pos": 1, "answer": "no, not ••••••"}, [])
+    assert list(df["status"]) == ["paused", "succeeded"] and df.loc[1, "review"] == "no, not sk-option-0007"
+    assert "sk-option-0007" not in repr(comm_log)
