@@ -9,7 +9,8 @@ Two rules on top of the plugin's:
 * every block runs in a fresh temporary directory (``store="runs.db"`` never lands in the repo);
 * a block that leaves a FAILED ``nf.Run`` or a batch DataFrame with failed rows in its names fails,
   with the node and its error: an example whose flow breaks is a broken example, even when no
-  exception reaches the top.
+  exception reaches the top. A block marked ``runner:ShowsFailures`` is the opposite: it is an
+  example of a failure (opening a failed row, reading its traceback) and fails when it leaves none.
 """
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ def _install_runner() -> None:
             problems = [p for name, value in list(args.items()) for p in _failures(name, value)]
             if problems:
                 raise AssertionError("the example left failures behind:\n" + "\n".join(problems))
+
+    @register_runner()
+    class ShowsFailures(DefaultRunner):
+        """An example of a failure: it must leave a failed run or failed batch rows in its names."""
+
+        def runtest(self, test: Any, args: dict[str, Any], *, asyncio_runner: Any = None) -> None:
+            super().runtest(test, args, asyncio_runner=asyncio_runner)
+            if not any(_failures(name, value) for name, value in list(args.items())):
+                raise AssertionError("an example of a failure left no failed run or failed row behind")
 
 
 def _failures(name: str, value: Any) -> list[str]:

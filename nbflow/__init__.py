@@ -28,6 +28,7 @@ from nbflow._core.errors import NodeOutputError as NodeOutputError
 from nbflow._core.errors import NodeStillRunningWarning as NodeStillRunningWarning
 from nbflow._core.errors import NodeTimeoutError as NodeTimeoutError
 from nbflow._core.errors import ProcessNodeError as ProcessNodeError
+from nbflow._core.errors import QuestionExpiredError as QuestionExpiredError
 from nbflow._core.errors import ResourceError as ResourceError
 from nbflow._core.errors import ResumeConflictError as ResumeConflictError
 from nbflow._core.errors import RoutingError as RoutingError
@@ -147,6 +148,7 @@ __all__ = [
     "NodeUsage",
     "ProcessNodeError",
     "Question",
+    "QuestionExpiredError",
     "ResourceError",
     "ResumeConflictError",
     "Retry",

@@ -330,10 +330,15 @@ def read_cases(path: str, flow: Flow, columns: Mapping[str, str]) -> pd.DataFram
                 target = columns.get(col, col)
                 if target in flow.inputs and _hint_wants_text(flow, target):
                     frame[col] = text[col]
-        elif suffix == ".jsonl":
-            frame = pd.read_json(file, lines=True, dtype=False)
-        elif suffix == ".json":
-            frame = pd.read_json(file, dtype=False)
+        elif suffix in (".jsonl", ".json"):
+            frame = pd.read_json(file, lines=suffix == ".jsonl", dtype=False)
+            # A key a record does not have is "not given" (the input's default), as in flow.batch(list of
+            # dicts) -- not the NaN pandas fills in. The rows given to the batch leave it out.
+            absent = [
+                frozenset(c for c in frame.columns if c not in r) for r in _json_records(file, suffix == ".jsonl")
+            ]
+            if any(absent):
+                frame.attrs["absent_keys"] = absent
         else:
             frame = pd.read_parquet(file)
     except ImportError:
@@ -343,6 +348,24 @@ def read_cases(path: str, flow: Flow, columns: Mapping[str, str]) -> pd.DataFram
     if len(frame) == 0:
         raise CliError(f"cases file {path!r} has no rows")
     return frame
+
+
+def _json_records(file: Path, lines: bool) -> list[dict[str, Any]]:
+    text = file.read_text(encoding="utf-8")
+    records = [json.loads(ln) for ln in text.splitlines() if ln.strip()] if lines else json.loads(text)
+    return [r if isinstance(r, dict) else {} for r in records]
+
+
+def batch_rows(frame: pd.DataFrame) -> pd.DataFrame | list[dict[str, Any]]:
+    """What ``flow.batch`` gets for a cases frame: the frame, or (JSON records with absent keys) its
+    rows as dicts without those keys, so the inputs they feed take their defaults."""
+    absent = frame.attrs.get("absent_keys")
+    if not absent:
+        return frame
+    return [
+        {str(k): v for k, v in rec.items() if k not in gone}
+        for rec, gone in zip(frame.to_dict("records"), absent, strict=True)
+    ]
 
 
 def _plain(value: Any) -> Any:

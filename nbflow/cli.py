@@ -26,6 +26,7 @@ from nbflow._cli_io import (
     _safe,
     _SourceError,
     assignments,
+    batch_rows,
     env_secrets,
     grid_values,
     inputs_file,
@@ -133,6 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--resume", action="store_true", help="reuse rows already finished in --store")
     b.add_argument("--retry-failed", action="store_true", help="with --resume: run failed rows again")
     b.add_argument("--batch-id", metavar="ID", help="name the batch (default: from the flow and the rows)")
+    b.add_argument("--experiment", metavar="NAME", help="with --store: store the batch as this named experiment")
+    b.add_argument("--notes", metavar="TEXT", help="with --experiment: a note kept with it (what changed)")
     b.add_argument("--timeout", type=float, metavar="SECONDS", help="deadline of the whole batch")
     b.add_argument("--row-timeout", type=float, metavar="SECONDS", help="deadline of each row")
     b.add_argument("--max-consecutive-failures", type=int, metavar="N", help="stop after N failed rows in a row")
@@ -142,11 +145,11 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "show",
-        help="list stored runs and batches, or show one",
-        description="List what a store holds, or show one run or batch.",
+        help="list stored runs and experiments (batches), or show one",
+        description="List what a store holds, or show one run, or one experiment (batch) per variant.",
     )
     s.add_argument("store", metavar="RUNS.db")
-    s.add_argument("id", nargs="?", metavar="RUN_ID|BATCH_ID")
+    s.add_argument("id", nargs="?", metavar="RUN_ID|EXPERIMENT|BATCH_ID")
     s.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
     s.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
 
@@ -189,9 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NbflowError as exc:
         message = " ".join(str(exc).split())
         missing = getattr(exc, "missing", None)
-        if isinstance(missing, dict) and args.command == "run":  # say it the command line's way
+        how = getattr(exc, "how", None)  # MissingInputError's "Pass x=... to run()"
+        if isinstance(missing, dict) and isinstance(how, str) and args.command == "run":  # the command line's way
             given = " ".join(f"--input {k}=..." for k in missing)
-            message = message.replace(f"Pass {', '.join(f'{k}=...' for k in missing)} to run()", f"Pass {given}")
+            message = message.replace(" ".join(how.split()), f"Pass {given}")
         err.print(f"nbflow {args.command}: error: {_scrub(message, args)}", style="red", markup=False, highlight=False)
         return USAGE
     finally:
@@ -376,10 +380,10 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
     outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
     try:
         result = flow.batch(
-            frame, columns=columns or None, grid=grid or None, outputs=outputs, concurrency=args.concurrency,
+            batch_rows(frame), columns=columns or None, grid=grid or None, outputs=outputs, concurrency=args.concurrency,
             flatten=args.flatten, store=args.store, resume=args.resume, retry_failed=args.retry_failed,
             batch_id=args.batch_id, max_consecutive_failures=args.max_consecutive_failures, timeout=args.timeout,
-            row_timeout=args.row_timeout, progress=progress,
+            row_timeout=args.row_timeout, progress=progress, experiment=args.experiment, notes=args.notes,
         )  # fmt: skip
     except BatchInterrupted as exc:
         result = exc.frame
@@ -523,22 +527,28 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
             return OK
     finally:
         runs.close()
+    from nbflow._batch.experiments import experiments, load_batch
+
     with BatchStore(path) as batches:
-        if batches.batch_info(args.id) is None:
-            known = [r[0] for r in stored] + [b["batch_id"] for b in batches.batches()]
+        listed = experiments(batches)
+        names = set(listed["experiment"]) | set(listed["batch_id"])
+        if args.id not in names:
+            known = [r[0] for r in stored] + sorted(map(str, names))
             from nbflow._core.errors import _suggest
 
             raise CliError(
-                f"store {path!r} has no run or batch {args.id!r}{_suggest(args.id, known)}; `nbflow show {path}` lists them"
+                f"store {path!r} has no run, experiment or batch {args.id!r}{_suggest(args.id, known)}; "
+                f"`nbflow show {path}` lists them"
             )
-        frame = batches.load(args.id)
+        frame = load_batch(batches, args.id)
     status = frame["status"].value_counts().to_dict()
-    out.print(
-        _text(f"batch {args.id}: {len(frame)} finished rows ({', '.join(f'{v} {k}' for k, v in status.items())})")
-    )
+    name = frame.attrs["experiment"]
+    label = f"experiment {name}" + (f" (batch {frame.attrs['batch_id']})" if name != frame.attrs["batch_id"] else "")
+    out.print(_text(f"{label}: {len(frame)} finished rows ({', '.join(f'{v} {k}' for k, v in status.items())})"))
+    if frame.attrs.get("notes"):
+        out.print(_text(f"notes: {frame.attrs['notes']}", "dim"))
     if len(frame):
-        frame.attrs["grid"] = []
-        out.print(_summary_table(__import__("nbflow").summarize(frame)))
+        out.print(_summary_table(__import__("nbflow").summarize(frame)))  # one row per variant
     for idx, row in frame[frame["status"] == "failed"].head(10).iterrows():
         out.print(
             _text(
@@ -564,10 +574,12 @@ def _load(runs: Any, path: str, run_id: str, flow_name: str, may_import: bool) -
 def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
     from rich.table import Table
 
+    from nbflow._batch.experiments import experiments
     from nbflow._store.batch_store import BatchStore
 
     with BatchStore(path) as store:
         batches = store.batches()
+        listed = experiments(store)
         # Runs that batch rows kept are listed with their batch, not one line each among the runs.
         of_rows = {r.run_id for b in batches for r in store.rows(b["batch_id"], unpickle=False).values() if r.run_id}
     if not runs and not batches:
@@ -582,12 +594,18 @@ def _list(path: str, runs: list[tuple[str, str, str]], out: Console) -> int:
             table.add_row(run_id, flow, _text(status, _SYMBOL.get(status, ("", ""))[1]))
         out.print(table)
     if batches:
-        table = Table(title="batches", title_justify="left", show_edge=False, pad_edge=False)
-        for col in ("batch_id", "flow", "created", "finished"):
-            table.add_column(col)
-        for b in batches:
-            created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b["created_at"]))
-            table.add_row(b["batch_id"], b["flow"], created, f"{b['finished']}/{b['n_rows']}")
+        # Every stored batch is an experiment (named with --experiment, else by its batch id).
+        table = Table(title="experiments (batches)", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("experiment", "flow", "started", "finished", "failed", "cost", "notes"):
+            table.add_column(col, justify="right" if col in ("finished", "failed", "cost") else "left")
+        finished = {b["batch_id"]: b["finished"] for b in batches}
+        for e in listed.to_dict("records"):
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["started"].timestamp()))
+            notes = e["notes"] if isinstance(e["notes"], str) else ""
+            table.add_row(
+                str(e["experiment"]), str(e["flow"]), started, f"{finished[e['batch_id']]}/{e['rows']}",
+                _text(str(e["failed"]), "red" if e["failed"] else ""), _fmt(e["cost"]), _clip(notes, False, 40),
+            )  # fmt: skip
         out.print(table)
     kept = len(runs) - len(alone)
     if kept:

@@ -222,7 +222,7 @@ def test_batch_from_csv_to_parquet_with_a_store(project: Path) -> None:
     assert "run_id" not in listed.stdout  # the rows' runs are not listed one by one among the runs
     shown = nbflow(project, "show", "runs.db", batch_id)
     assert shown.returncode == 0
-    assert "6 finished rows (4 succeeded, 2 failed)" in shown.stdout
+    assert f"experiment {batch_id}: 6 finished rows (4 succeeded, 2 failed)" in shown.stdout
     failed_run = next(rid for rid, st in zip(frame["run_id"], frame["status"], strict=True) if st == "failed")
     assert f"(run {failed_run}): node 'answer' failed: ValueError" in shown.stdout
     row_run = nbflow(project, "show", "runs.db", failed_run)  # a batch row's run opens as a tree
@@ -449,6 +449,32 @@ def test_batch_grid_inline_and_repeated_and_jsonl_results(project: Path) -> None
     assert p.returncode == 0, p.stderr
     frame = pd.read_csv(project / "out.csv")
     assert list(frame["k"]) == [1, 2, 1, 2]
+
+
+def test_named_experiments_are_listed_and_shown_per_variant(project: Path) -> None:
+    (project / "cases.json").write_text(json.dumps([{"question": "a", "expected": "a"}, {"question": "b"}]))
+    for name, notes in (("baseline", "k=1 and k=3"), ("more-docs", "k=3 only")):
+        grid = "k=[1, 3]" if name == "baseline" else "k=[3]"
+        p = nbflow(
+            project, "batch", "flows:flow", "cases.json", "--grid", grid, "--store", "runs.db",
+            "--experiment", name, "--notes", notes, "--no-progress",
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+    listed = nbflow(project, "show", "runs.db")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert any(ln.startswith("experiments") for ln in lines)
+    row = next(ln for ln in lines if ln.startswith("baseline"))
+    assert "4/4" in row and "k=1 and k=3" in row
+    assert "2/2" in next(ln for ln in lines if ln.startswith("more-docs"))
+    shown = nbflow(project, "show", "runs.db", "baseline")
+    assert shown.returncode == 0, shown.stderr
+    assert "experiment baseline: 4 finished rows (4 succeeded)" in shown.stdout
+    assert "notes: k=1 and k=3" in shown.stdout
+    per_variant = [ln.split() for ln in shown.stdout.splitlines() if ln.split()[:1] in (["1"], ["3"])]
+    assert [(v[0], v[2]) for v in per_variant] == [("1", "2"), ("3", "2")]  # k, rows: one line per variant
+    typo = nbflow(project, "show", "runs.db", "baseline2")
+    assert typo.returncode != 0 and "did you mean 'baseline'" in typo.stderr
 
 
 def test_a_secret_under_a_plain_name_never_reaches_the_store_or_the_results(project: Path) -> None:

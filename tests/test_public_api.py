@@ -47,6 +47,7 @@ EXPECTED = {
     "NodeOutputError",
     "NodeStillRunningWarning",
     "ProcessNodeError",
+    "QuestionExpiredError",
     "InputMutationError",
     "NodePaused",
     "NodeRecord",

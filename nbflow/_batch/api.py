@@ -28,6 +28,7 @@ from nbflow._batch.experiments import experiment_meta, record_experiment
 from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
+from nbflow._batch.variants import attach_live_variants
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name
@@ -320,6 +321,7 @@ async def _drive(state: State) -> pd.DataFrame:
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
+        attach_live_variants(renderer, state)  # in a kernel: a bar per grid combination, then the explorer
         try:
             await runner(state, todo, store, secret, progress, renderer)
         finally:

@@ -26,7 +26,7 @@ from nbflow._core.usage import USAGE_COLUMNS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CHANGES", "compare"]
+__all__ = ["CHANGES", "classify", "compare"]
 
 CHANGES = ("newly_failing", "regressed", "both_failed", "only_a", "only_b", "fixed", "improved", "unchanged")
 
@@ -59,7 +59,7 @@ def compare(
                 "compare(a, b): with two frames, give no variant/by; for two variants of one frame use "
                 "compare(df, 'name_a', 'name_b', by='column')"
             )
-        left, right, labels = a, b, ("a", "b")
+        left, right, labels = a, b, _labels(a, b)
     for side, frame in (("a", left), ("b", right)):
         if not isinstance(frame, pd.DataFrame) or "status" not in frame:
             raise BatchError(f"compare(): {side} must be a batch result (the frame flow.batch or nf.load_batch gave)")
@@ -71,6 +71,8 @@ def compare(
 
     sa, sb = _per_case(left, keys, score_cols), _per_case(right, keys, score_cols)
     merged = sa.merge(sb, on="_case", how="outer", suffixes=("_a", "_b"), sort=False, indicator=True)
+    if len(sa) and len(sb) and not (merged["_merge"] == "both").any():
+        raise BatchError(_no_shared_case(left, right, keys))
     rows = []
     first = score_cols[0]
     for _, r in merged.iterrows():
@@ -87,19 +89,8 @@ def compare(
             change = "only_a"
         elif side == "right_only":
             change = "only_b"
-        elif ok_a and not ok_b:
-            change = "newly_failing"
-        elif ok_b and not ok_a:
-            change = "fixed"
-        elif not ok_a and not ok_b:
-            change = "both_failed"
         else:
-            d = row[f"{first}_delta"]
-            change = (
-                "unchanged"
-                if d is None or math.isnan(d) or abs(d) <= tolerance
-                else ("improved" if d > 0 else "regressed")
-            )
+            change = classify(bool(ok_a), bool(ok_b), row[f"{first}_delta"], tolerance)
         row["change"] = change
         rows.append(row)
     columns = [*keys, *(f"{s}_{x}" for s in score_cols for x in ("a", "b", "delta")), "status_a", "status_b", "change"]
@@ -111,6 +102,43 @@ def compare(
     out.attrs.update({"counts": counts, "on": keys, "scores": score_cols, "labels": labels})
     out.attrs["summary"] = _summary(out, counts, first, labels)
     return out
+
+
+def _labels(a: Any, b: Any) -> tuple[str, str]:
+    """The two sides' names: their experiment names (nf.load_batch), else "a" and "b"."""
+    names = (a.attrs.get("experiment"), b.attrs.get("experiment"))
+    if all(isinstance(n, str) and n for n in names) and names[0] != names[1]:
+        return str(names[0]), str(names[1])
+    return "a", "b"
+
+
+def _no_shared_case(a: Any, b: Any, keys: list[str]) -> str:
+    """Why no case of ``a`` matches one of ``b``: the key columns whose values never meet, and the fix."""
+    disjoint = [k for k in keys if not set(map(repr, a[k].unique())) & set(map(repr, b[k].unique()))]
+    if disjoint:
+        k = disjoint[0]
+        sample_a, sample_b = sorted(map(str, a[k].unique()))[:3], sorted(map(str, b[k].unique()))[:3]
+        rest = [c for c in keys if c not in disjoint]
+        fix = f"on={rest!r}" if rest else "on=[...] naming the case columns"
+        return (
+            f"compare(): no case of a matches one of b: column {k!r} has other values on each side "
+            f"({', '.join(sample_a)} vs {', '.join(sample_b)}); to compare across it, pass {fix}"
+        )
+    return f"compare(): no case of a matches one of b on the columns {keys!r}; pass on=[...] naming the case columns"
+
+
+def classify(ok_a: bool, ok_b: bool, delta: float | None, tolerance: float = 1e-9) -> str:
+    """A case present on both sides: ``newly_failing``, ``fixed``, ``both_failed``, ``improved``,
+    ``regressed`` (the score moved by more than ``tolerance``) or ``unchanged``."""
+    if ok_a and not ok_b:
+        return "newly_failing"
+    if ok_b and not ok_a:
+        return "fixed"
+    if not ok_a and not ok_b:
+        return "both_failed"
+    if delta is None or math.isnan(delta) or abs(delta) <= tolerance:
+        return "unchanged"
+    return "improved" if delta > 0 else "regressed"
 
 
 def _variants(frame: pd.DataFrame, b: str, variant: str | None, by: str | None) -> tuple[Any, Any, tuple[str, str]]:

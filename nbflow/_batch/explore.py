@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nbflow._batch.compare import classify
 from nbflow._batch.runs import NbflowAccessor
+from nbflow._batch.variants import count_by_variant, variant_labels
 from nbflow._core.errors import BatchError
 from nbflow._core.registry import flow_of
 from nbflow._core.secrets import is_secret_name
@@ -55,12 +57,7 @@ def _variant_labels(frame: pd.DataFrame) -> list[str] | None:
     keys = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     if not keys:
         return None
-    if len(keys) == 1:
-        return [_short(v) for v in frame[keys[0]]]
-    return [
-        ", ".join(f"{k}={_short(v)}" for k, v in zip(keys, values, strict=True))
-        for values in frame[keys].itertuples(index=False)
-    ]
+    return variant_labels(keys, frame[keys].itertuples(index=False))
 
 
 def _numeric(frame: pd.DataFrame) -> list[str]:
@@ -105,8 +102,10 @@ def query(frame: pd.DataFrame, request: dict[str, Any]) -> dict[str, Any]:
             present.sort(key=lambda p: values[p], reverse=direction == "↓")
             positions = present + missing
     progress = _progress(frame, variants)
+    note = ""
     if mode == "compare" and variants is not None:
         rows, columns = _compare(frame, positions, variants)
+        rows, note = _regressions(rows, columns, bool(request.get("regressions")), sorted(set(variants))[0])
     else:
         rows, columns = _rows(frame, positions)
     total = len(rows)
@@ -119,8 +118,15 @@ def query(frame: pd.DataFrame, request: dict[str, Any]) -> dict[str, Any]:
         "columns": columns,
         "progress": progress,
         "range_text": text,
-        "query": {"status": status, "variant": variant, "sort": sort, "page": page, "mode": mode},
-        "note": "" if total else "no rows match",
+        "query": {
+            "status": status,
+            "variant": variant,
+            "sort": sort,
+            "page": page,
+            "mode": mode,
+            "regressions": bool(request.get("regressions")),
+        },
+        "note": note if total else (note + "; " if note else "") + "no rows match",
     }
 
 
@@ -151,9 +157,13 @@ def _compare(frame: pd.DataFrame, positions: list[int], variants: list[str]) -> 
         if c not in outputs and c not in grid and c not in _STATUS_COLUMNS and c not in _QUESTION
     ]
     names = sorted(set(variants))
-    columns = [*case_cols, *[f"{v}: {c}" for v in names for c in (*outputs, "status")]]
+    score = next((c for c in _numeric(frame) if c != "latency"), None)
+    base = names[0]
+    changes = [f"{v}: change" for v in names[1:]] if score is not None else []
+    columns = [*case_cols, *[f"{v}: {c}" for v in names for c in (*outputs, "status")], *changes]
     cases: dict[tuple[str, ...], dict[str, Any]] = {}
     data = {c: frame[c].tolist() for c in {*case_cols, *outputs, "status"}}
+    raw: dict[tuple[str, ...], dict[str, tuple[bool, Any, int]]] = {}  # case -> variant -> (ok, score, position)
     for p in positions:
         key = tuple(repr(data[c][p]) for c in case_cols)
         row = cases.get(key)
@@ -162,15 +172,48 @@ def _compare(frame: pd.DataFrame, positions: list[int], variants: list[str]) -> 
             row["__pos"] = p
         for c in (*outputs, "status"):
             row[f"{variants[p]}: {c}"] = _cell(c, data[c][p])
+        if score is not None:
+            raw.setdefault(key, {})[variants[p]] = (data["status"][p] == "succeeded", data[score][p], p)
+    for key, seen in raw.items():
+        if base not in seen:
+            continue
+        ok_a, score_a, _ = seen[base]
+        for v in names[1:]:
+            if v not in seen:
+                continue
+            ok_b, score_b, pos = seen[v]
+            change = classify(ok_a, ok_b, _delta(score_a, score_b))
+            cases[key][f"{v}: change"] = change
+            if change in _WORSE and "__worse" not in cases[key]:
+                cases[key]["__worse"] = True
+                cases[key]["__pos"] = pos  # a click on a regression opens the run that got worse
     return list(cases.values()), columns
 
 
+_WORSE = ("newly_failing", "regressed")
+
+
+def _delta(a: Any, b: Any) -> float | None:
+    try:
+        return float(b) - float(a)
+    except (TypeError, ValueError):
+        return None
+
+
+def _regressions(
+    rows: list[dict[str, Any]], columns: list[str], only: bool, base: str
+) -> tuple[list[dict[str, Any]], str]:
+    """Compare mode: the cases where a variant got worse than the first one come first (or alone)."""
+    changes = [c for c in columns if c.endswith(": change")]
+    if not changes:
+        return rows, ""
+    worse = [r for r in rows if r.get("__worse")]
+    text = f"{len(worse)} case{'s' if len(worse) != 1 else ''} regressed or newly failing vs {base!r} (listed first)"
+    if only:
+        return worse, text
+    return worse + [r for r in rows if not r.get("__worse")], text
+
+
 def _progress(frame: pd.DataFrame, variants: list[str] | None) -> list[dict[str, Any]]:
-    order = ("succeeded", "failed", "paused", "cancelled", "pending")
     statuses = frame["status"].astype(str).tolist()
-    groups: dict[str, dict[str, int]] = {}
-    labels = variants if variants is not None else ["all rows"] * len(frame)
-    for label, st in zip(labels, statuses, strict=True):
-        counts = groups.setdefault(label, dict.fromkeys(order, 0))
-        counts[st] = counts.get(st, 0) + 1
-    return [{"label": label, "counts": counts} for label, counts in groups.items()]
+    return count_by_variant(variants if variants is not None else ["all rows"] * len(frame), statuses)

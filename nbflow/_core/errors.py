@@ -23,6 +23,7 @@ The tree::
     │   └── MissingColumnError             .missing: flow input -> nodes needing it; no column feeds it
     ├── ResumeConflictError (RuntimeError) resuming a run that is not paused, or a question already answered
     ├── AnswerError (ValueError)           an answer does not fit the question's options or schema
+    ├── QuestionExpiredError (TimeoutError)  nf.ask(timeout=) passed with no answer and no default
     ├── StoreError (RuntimeError)          a store file is missing, locked, corrupt, a value cannot be stored,
     │                                      or a batch clashes with one already stored
     ├── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from nbflow._record.run import Run
 
 __all__ = [
+    "RUN_OPTIONS",
     "AnswerError",
     "BatchError",
     "BatchInterrupted",
@@ -66,6 +68,7 @@ __all__ = [
     "NodeStillRunningWarning",
     "NodeTimeoutError",
     "ProcessNodeError",
+    "QuestionExpiredError",
     "ResourceError",
     "ResumeConflictError",
     "RoutingError",
@@ -164,8 +167,16 @@ class UnknownNodeError(GraphError, KeyError):
         return str(self.args[0])
 
 
+RUN_OPTIONS = ("concurrency", "keep", "on_event", "overrides", "save", "show", "store", "targets", "timeout", "trace")
+"""The keyword options of ``run``/``arun``/``start``: a flow input with one of these names cannot be passed
+as a keyword (``run(store=...)`` is the checkpoint store); it goes in the inputs dict, ``run({"store": ...})``."""
+
+
 class MissingInputError(GraphError):
-    """Required flow inputs were not passed. ``missing`` maps each input to the nodes needing it."""
+    """Required flow inputs were not passed. ``missing`` maps each input to the nodes needing it.
+
+    ``how`` is the sentence saying how to pass them (the CLI words it its own way).
+    """
 
     def __init__(self, missing: Mapping[str, Sequence[str]], hints: Mapping[str, str] | None = None) -> None:
         self.missing = {k: tuple(v) for k, v in missing.items()}
@@ -174,10 +185,19 @@ class MissingInputError(GraphError):
         for name, nodes in self.missing.items():
             who = ", ".join(repr(n) for n in nodes)
             parts.append(f"{name!r} (needed by {who}){hints.get(name, '')}")
-        names = ", ".join(f"{k}=..." for k in self.missing)
+        clash = [k for k in self.missing if k in RUN_OPTIONS]
+        if clash:  # run(store=...) would be the option, never the input: the dict is the only way
+            given = ", ".join(f"{k!r}: ..." for k in self.missing)
+            named = ", ".join(f"{k}=" for k in clash)
+            self.how = (
+                f"Pass them in the inputs dict, run({{{given}}}): {named} {'is' if len(clash) == 1 else 'are'} "
+                f"run()'s own option{'s' if len(clash) > 1 else ''}, so a keyword never reaches the node"
+            )
+        else:
+            self.how = f"Pass {', '.join(f'{k}=...' for k in self.missing)} to run()"
         super().__init__(
             f"missing required input{'s' if len(parts) > 1 else ''}: {'; '.join(parts)}. "
-            f"Pass {names} to run(), or give the parameter a default."
+            f"{self.how}, or give the parameter a default."
         )
 
 
@@ -328,6 +348,25 @@ class ResumeConflictError(NbflowError, RuntimeError):
 
 class AnswerError(NbflowError, ValueError):
     """An answer does not fit the question's options or schema. Nothing was changed."""
+
+
+class QuestionExpiredError(NbflowError, TimeoutError):
+    """A question asked with ``nf.ask(..., timeout=)`` and no ``default=`` was not answered in time.
+
+    Fails the node that asked it (never retried: asking again cannot help). ``.key`` is the question.
+    """
+
+    def __init__(self, key: str, node: str, prompt: str, timeout: float, asked_at: float) -> None:
+        import datetime
+
+        self.key = key
+        self.node = node
+        when = datetime.datetime.fromtimestamp(asked_at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(
+            f"node {node!r}: question {key!r} ({prompt!r}) was not answered within its timeout={timeout:g}s "
+            f"(asked {when}), so it expired and the node fails; give nf.ask(..., default=...) to go on "
+            f"without an answer, or a longer timeout="
+        )
 
 
 class StoreError(NbflowError, RuntimeError):

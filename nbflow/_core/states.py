@@ -44,7 +44,7 @@ _RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.RUNNING: frozenset({RunStatus.PAUSED, *_RUN_FINAL}),
     RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
     RunStatus.SUCCEEDED: frozenset(),
-    RunStatus.FAILED: frozenset(),
+    RunStatus.FAILED: frozenset({RunStatus.RUNNING}),  # resume() of a failed run re-runs its failed nodes
     RunStatus.CANCELLED: frozenset(),
 }
 

@@ -15,10 +15,12 @@ if TYPE_CHECKING:
     from nbflow._record.run import Run
 from collections.abc import Iterable
 
-from nbflow._core.errors import AnswerError, RunnerError
+from nbflow._core.errors import AnswerError, FlowDefinitionError, QuestionExpiredError, RunnerError
+from nbflow._core.missing import MISSING
 from nbflow._core.question import Question
+from nbflow._dsl.options import check_timeout
 
-__all__ = ["ACTIVE", "AskContext", "PauseSignal", "WorkerContext", "ask", "current", "validate_answer"]
+__all__ = ["ACTIVE", "AskContext", "PauseSignal", "WorkerContext", "ask", "current", "expire", "validate_answer"]
 
 
 class PauseSignal(BaseException):
@@ -83,6 +85,8 @@ async def ask(
     data: Any = None,
     options: Iterable[str] | None = None,
     schema: Any = None,
+    timeout: float | None = None,
+    default: Any = MISSING,
 ) -> Any:
     """Ask a person and return their answer; the first time, this pauses the run.
 
@@ -93,6 +97,12 @@ async def ask(
     The node is PAUSED and the run becomes PAUSED once nothing else can progress. Answer with
     ``run.resume(answer)`` (or in the notebook widget); the node then runs again from its start and
     this call returns the answer. Code before ``ask()`` therefore runs twice: keep it idempotent.
+
+    ``timeout`` (seconds, counted on the wall clock from when the question was first asked, and kept
+    in checkpoints) makes it expire: then this call returns ``default`` (it must fit ``options`` /
+    ``schema``), or, with no default, the node fails with ``nf.QuestionExpiredError``. A paused run
+    goes on by itself at the deadline while its process lives; a run resumed after it (e.g. loaded from
+    a store) expires the question then. An answer given after the deadline is refused.
     """
     ctx = current()
     if ctx is None:
@@ -107,9 +117,43 @@ async def ask(
     opts = tuple(options) if options is not None else None
     if opts is not None and not all(isinstance(o, str) for o in opts):
         raise TypeError(f"nf.ask(): options must be strings, got {opts!r}")
-    question = Question(key=key, node=ctx.path, prompt=str(prompt), data=data, options=opts, schema=schema)
+    check_timeout(timeout, f"node {ctx.path!r}: nf.ask(timeout=...)")
+    if default is not MISSING and timeout is None:
+        raise FlowDefinitionError(
+            f"node {ctx.path!r}: nf.ask(default=...) is what the node gets once the question expires, so it "
+            f"needs timeout= (seconds); add timeout=..., or drop default="
+        )
+    earlier = root.pending.get(key)  # asked before this resume: it expires counting from then
+    question = Question(
+        key=key,
+        node=ctx.path,
+        prompt=str(prompt),
+        data=data,
+        options=opts,
+        schema=schema,
+        timeout=None if timeout is None else float(timeout),
+        default=default,
+        **({"asked_at": earlier.asked_at} if earlier is not None else {}),
+    )
+    if default is not MISSING:
+        try:
+            validate_answer(question, default)
+        except AnswerError as exc:
+            raise AnswerError(f"node {ctx.path!r}: nf.ask(default={default!r}) does not fit: {exc}") from None
+    if question.expired():
+        return expire(root, question)
     root.pending[key] = question
     raise PauseSignal(question)
+
+
+def expire(root: Run, question: Question) -> Any:
+    """An expired question: its default is recorded as its answer and returned, or its node fails."""
+    root.pending.pop(question.key, None)
+    if question.default is MISSING:
+        assert question.timeout is not None
+        raise QuestionExpiredError(question.key, question.node, question.prompt, question.timeout, question.asked_at)
+    root.answers[question.key] = question.default
+    return question.default
 
 
 def validate_answer(question: Question, answer: Any) -> Any:

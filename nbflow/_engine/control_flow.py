@@ -25,6 +25,7 @@ from nbflow._dsl.control import ItemFailed
 from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import ACTIVE, AskContext, PauseSignal, current
 from nbflow._engine.call import call_function
+from nbflow._engine.escapes import escaped
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode
 from nbflow._record.run import ItemRecord, Iteration, NodeRecord, Run
@@ -139,11 +140,14 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
     spec = g.spec
     if spec.flow is not None:
         previous = rec.subrun if holder is None else holder.run
-        child = await _run_subflow(g, run, kwargs, label, previous)
-        if holder is None:
-            rec.subrun = child
-        else:
-            holder.run = child
+
+        def attach(child: Run) -> None:  # at its start: a cancelled or timed-out sub-run is kept
+            if holder is None:
+                rec.subrun = child
+            else:
+                holder.run = child
+
+        child = await _run_subflow(g, run, kwargs, label, previous, attach)
         if child.status is RunStatus.PAUSED:
             raise PauseSignal(_question_in(child))
         if child.status.value != "succeeded":
@@ -155,12 +159,19 @@ async def _call_once(g: GNode, rec: NodeRecord, run: Run, kwargs: dict[str, Any]
     return await call_function(g, kwargs)
 
 
-async def _run_subflow(g: GNode, parent: Run, kwargs: dict[str, Any], label: str, previous: Run | None) -> Run:
+async def _run_subflow(
+    g: GNode,
+    parent: Run,
+    kwargs: dict[str, Any],
+    label: str,
+    previous: Run | None,
+    attach: Callable[[Run], None] | None = None,
+) -> Run:
     """A sub-flow's run, fresh or resumed, through the one path its flow owns (policies included)."""
     path = g.spec.name + (f"[{label}]" if label else "")
     resumed = previous if previous is not None and previous.status is RunStatus.PAUSED else None
     forward = partial(_forward, parent, path) if parent._subscribers else None
-    return await g.spec.flow._execute_child(parent, path, kwargs, resumed, forward)
+    return await g.spec.flow._execute_child(parent, path, kwargs, resumed, forward, attach)
 
 
 def _forward(parent: Run, path: str, event: Event) -> None:
@@ -209,17 +220,20 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
                 ir.status, ir.finished_at = NodeStatus.PAUSED, time.time()
                 paused.append(signal)
                 return
-            except Exception as exc:
+            except BaseException as caught:
+                exc = caught if isinstance(caught, Exception) else escaped(caught, f"{spec.name}[{i}]")
+                if exc is None:  # a real cancellation (or exit): the item is CANCELLED, it propagates
+                    ir.status = NodeStatus.CANCELLED
+                    ir.finished_at = time.time()
+                    raise
+                if exc is not caught:  # the item's own sys.exit()/CancelledError is its failure
+                    exc.__cause__ = caught
                 ir.finished_at = time.time()
-                ir.status, ir.error, ir.traceback = NodeStatus.FAILED, exc, format_user_traceback(exc)
+                ir.status, ir.error, ir.traceback = NodeStatus.FAILED, exc, format_user_traceback(caught)
                 if mode == "terminate" and not first_failure:
                     first_failure.append(ir)
                     scope.cancel()
                 return
-            except BaseException:
-                ir.status = NodeStatus.CANCELLED
-                ir.finished_at = time.time()
-                raise
             finally:
                 ACTIVE.pop(task, None)
             ir.finished_at = time.time()

@@ -30,6 +30,7 @@ import anyio.to_thread
 
 from nbflow._core.config import config
 from nbflow._core.errors import NodeStillRunningWarning, ProcessNodeError
+from nbflow._engine.threads import run_in_thread
 from nbflow._graph.graph import GNode
 
 __all__ = [
@@ -125,7 +126,7 @@ async def in_thread(node: str, func: Any, *args: Any, **kwargs: Any) -> Any:
             _budget.leave()
 
     try:
-        return await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+        return await run_in_thread(target)  # a daemon thread: an abandoned call never holds up exit
     except BaseException:
         if not state["done"]:
             warn_still_running(node)

@@ -5,19 +5,18 @@ This is where per-node policies (retries, timeouts, error strategies) live.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from types import CoroutineType
 from typing import Any
 
-from nbflow._core.errors import RunnerError
 from nbflow._core.events import NodeFailed, NodePaused, NodeStarted, NodeSucceeded
 from nbflow._core.states import NodeStatus
 from nbflow._dsl.limits import Limit
 from nbflow._engine.ask import PauseSignal
 from nbflow._engine.call import call_function
 from nbflow._engine.control_flow import run_control
+from nbflow._engine.escapes import NodeEscaped, escaped
 from nbflow._engine.executors import call_in_process
 from nbflow._engine.isolation import MutationCheck, isolate_inputs
 from nbflow._engine.resources import ready_kwargs, resource_kwargs
@@ -27,36 +26,6 @@ from nbflow._graph.graph import GNode
 from nbflow._record.run import Attempt, NodeRecord, Run
 
 __all__ = ["NodeEscaped", "call_node", "escaped", "invoke", "mark_paused"]
-
-
-class NodeEscaped(RunnerError):
-    """A node raised SystemExit or its own CancelledError: recorded as the node's failure, so it cannot
-    end the interpreter, a batch, or cancel the run it is part of."""
-
-
-def escaped(exc: BaseException, node: str) -> NodeEscaped | None:
-    """The failure to record when node ``node`` raised ``exc`` itself (None: a real cancellation/exit to propagate).
-
-    ``sys.exit()`` inside a node is the node's failure. A CancelledError is the node's own when the task
-    running it was not being cancelled (``task.cancelling() == 0``); a real cancel (Ctrl-C, a deadline,
-    ``handle.cancel()``) still propagates.
-    """
-    if isinstance(exc, SystemExit):
-        return NodeEscaped(
-            f"node {node!r} called sys.exit({exc.code!r}) (SystemExit): a node cannot end the program; raise an "
-            f"exception instead (the node is FAILED, the rest of the run goes on as for any failure)"
-        )
-    if isinstance(exc, asyncio.CancelledError):
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:
-            return None
-        if task is not None and task.cancelling() == 0:
-            return NodeEscaped(
-                f"node {node!r} raised CancelledError itself (nobody cancelled it): recorded as its failure; "
-                f"raise another exception to fail a node"
-            )
-    return None
 
 
 async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> None:

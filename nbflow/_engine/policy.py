@@ -22,7 +22,8 @@ from nbflow._dsl.limits import Limit
 from nbflow._dsl.policies import Default, Failed, OnError, Retry
 from nbflow._engine.ask import PauseSignal
 from nbflow._engine.caching import CachePlan
-from nbflow._engine.node import escaped, invoke, mark_paused
+from nbflow._engine.escapes import escaped
+from nbflow._engine.node import invoke, mark_paused
 from nbflow._engine.tracebacks import format_user_traceback
 from nbflow._graph.graph import GNode, Graph
 from nbflow._record.run import Attempt, NodeRecord, Run
@@ -124,22 +125,24 @@ async def _attempt(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, 
                 taken.append(limit)
         else:
             inner = pol.limits
-        if pol.timeout is None:
-            try:
+        try:
+            if pol.timeout is None:
                 out = await invoke(g, rec, kwargs, run, inner)
-            except (SystemExit, asyncio.CancelledError) as exc:
-                own = escaped(exc, g.spec.name)
-                if own is None:
+            else:
+                try:
+                    async with asyncio.timeout(pol.timeout) as cm:
+                        out = await invoke(g, rec, kwargs, run, inner)
+                except TimeoutError as exc:
+                    if cm.expired():
+                        raise NodeTimeoutError(g.spec.name, pol.timeout, number) from exc
                     raise
-                raise own from exc
-        else:
-            try:
-                async with asyncio.timeout(pol.timeout) as cm:
-                    out = await invoke(g, rec, kwargs, run, inner)
-            except TimeoutError as exc:
-                if cm.expired():
-                    raise NodeTimeoutError(g.spec.name, pol.timeout, number) from exc
+        except (SystemExit, asyncio.CancelledError) as exc:
+            # Also under timeout=: a CancelledError the node raised itself passes through
+            # asyncio.timeout unchanged (it did not expire), and is the node's failure.
+            own = escaped(exc, g.spec.name)
+            if own is None:
                 raise
+            raise own from exc
     finally:
         for limit in reversed(taken):
             limit.release()

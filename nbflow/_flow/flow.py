@@ -14,7 +14,14 @@ from nbflow._batch import api as _batch
 from nbflow._batch import paused as _paused
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.config import config
-from nbflow._core.errors import FlowDefinitionError, GraphError, NbflowError, RunnerError, UnknownNodeError
+from nbflow._core.errors import (
+    RUN_OPTIONS,
+    FlowDefinitionError,
+    GraphError,
+    NbflowError,
+    RunnerError,
+    UnknownNodeError,
+)
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
 from nbflow._core.states import RunStatus
@@ -30,7 +37,8 @@ from nbflow._engine.keep import attach_keep, check_keep
 from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
 from nbflow._engine.policy import FlowPolicies, build_policies
 from nbflow._engine.resources import close_specs
-from nbflow._flow import pickling
+from nbflow._flow import expiry, pickling
+from nbflow._flow.renames import note_declared
 from nbflow._flow.resume import claim, continue_run
 from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
 from nbflow._notebook import auto_show
@@ -363,6 +371,8 @@ class Flow:
             spec = _options.with_options(spec, options)
         self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
         self._specs[spec.name] = spec
+        if not isinstance(func, Flow):
+            note_declared(self, spec, func)  # a cell re-run with the function renamed: warn (renames.py)
         if outputs is not None:
             self._add_fields(spec, outputs)
         self._changed()
@@ -598,6 +608,8 @@ class Flow:
                 ticker.cancel()
         if run.store is not None:
             run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+        if tick:  # not a batch row (the batch answers its paused rows itself: flow.answer)
+            expiry.arm(run)  # nf.ask(timeout=): the paused run goes on by itself at the deadline
         return run
 
     async def _execute_child(
@@ -607,11 +619,14 @@ class Flow:
         inputs: dict[str, Any],
         previous: Run | None,
         forward: Subscriber | None,
+        attach: Callable[[Run], None] | None = None,
     ) -> Run:
         """Run this flow as the sub-flow node ``path`` of ``parent``; ``previous`` is a paused sub-run to go on.
 
         The one way a sub-flow runs, first time or resumed: the same plan, policies (retry, timeout,
-        limits, failure handlers) and cache as its own runs.
+        limits, failure handlers) and cache as its own runs. ``attach(child)`` is called before any
+        of its nodes starts, so the parent's record holds the sub-run while it runs, and keeps it
+        (finished inner nodes included) when it is cancelled or times out.
         """
         graph = self.graph
         if previous is not None:
@@ -626,6 +641,8 @@ class Flow:
             child._path = f"{parent._path}{path}."
             if forward is not None:
                 child.subscribe(forward)
+        if attach is not None:
+            attach(child)
         await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
         return child
 
@@ -664,7 +681,20 @@ class Flow:
         TracerProvider, or False (off for this call); default ``nbflow.config.trace``. See docs/tracing.md.
         """
         _check_concurrency(concurrency)
-        self._check_deadline(timeout, inputs, "arun")
+        self._check_deadline(
+            timeout,
+            inputs,
+            "arun",
+            targets=targets,
+            overrides=overrides,
+            concurrency=concurrency,
+            on_event=on_event,
+            store=store,
+            show=show,
+            keep=keep,
+            save=save,
+            trace=trace,
+        )
         graph, plan, run, merged, overrides = self._prepare(
             inputs, kw, targets, overrides, on_event, store, keep, save, trace
         )
@@ -699,7 +729,20 @@ class Flow:
         With ``nf.config.raise_on_failure`` a run that did not succeed raises ``RunFailedError``.
         """
         _check_concurrency(concurrency)
-        self._check_deadline(timeout, inputs, "run")
+        self._check_deadline(
+            timeout,
+            inputs,
+            "run",
+            targets=targets,
+            overrides=overrides,
+            concurrency=concurrency,
+            on_event=on_event,
+            store=store,
+            show=show,
+            keep=keep,
+            save=save,
+            trace=trace,
+        )
         graph, plan, run, merged, overrides = self._prepare(
             inputs, kw, targets, overrides, on_event, store, keep, save, trace
         )
@@ -741,7 +784,20 @@ class Flow:
                 f"block, or call start() from async code"
             ) from None
         _check_concurrency(concurrency)
-        self._check_deadline(timeout, inputs, "start")
+        self._check_deadline(
+            timeout,
+            inputs,
+            "start",
+            targets=targets,
+            overrides=overrides,
+            concurrency=concurrency,
+            on_event=on_event,
+            store=store,
+            show=show,
+            keep=keep,
+            save=save,
+            trace=trace,
+        )
         graph, plan, run, merged, overrides = self._prepare(
             inputs, kw, targets, overrides, on_event, store, keep, save, trace
         )
@@ -749,15 +805,33 @@ class Flow:
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle
 
-    def _check_deadline(self, timeout: float | None, inputs: Mapping[str, Any] | None, how: str) -> None:
-        where = f"flow {self.name!r}: {how}(timeout=...)"
-        _options.check_timeout(timeout, where)
-        if timeout is not None and "timeout" in self.inputs and "timeout" not in (inputs or {}):
-            # An HTTP node's own ``timeout`` parameter must not silently become the run's deadline.
+    def _check_deadline(
+        self, timeout: float | None, inputs: Mapping[str, Any] | None, how: str, **options: Any
+    ) -> None:
+        _options.check_timeout(timeout, f"flow {self.name!r}: {how}(timeout=...)")
+        self._check_option_clash(inputs, how, timeout=timeout, **options)
+
+    def _check_option_clash(self, inputs: Mapping[str, Any] | None, how: str, **options: Any) -> None:
+        """An option given (``store=``, ``timeout=``, ...) that is also the name of a flow input not in the dict.
+
+        The keyword is the option, never the input: an HTTP node's own ``timeout`` parameter must not
+        silently become the run's deadline, nor a ``store`` parameter the checkpoint file.
+        """
+        given = inputs or {}
+        for option in RUN_OPTIONS:
+            if options.get(option) is None or option not in self.inputs or option in given:
+                continue
+            graph = self.graph
+            takers = ", ".join(
+                f"parameter {d.param!r} of node {n!r}"
+                for n in self.inputs[option].consumers
+                for d in graph.nodes[n].deps
+                if d.source == option and not d.is_node
+            )
             raise FlowDefinitionError(
-                f"{where} is the run's deadline, but this flow also has an input named 'timeout' "
-                f"(taken by {', '.join(repr(n) for n in self.inputs['timeout'].consumers)}); pass that input "
-                f"in the dict, {how}({{'timeout': ...}}), and add timeout=... only for a deadline"
+                f"flow {self.name!r}: {how}({option}=...) is {how}()'s own option, but this flow also has an "
+                f"input named {option!r} (taken by {takers}); pass that input in the dict, "
+                f"{how}({{{option!r}: ...}}), and add {option}=... only for the option itself"
             )
 
     # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/_batch/api.py.
@@ -767,7 +841,7 @@ class Flow:
     aanswer = _paused.aanswer
 
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
-        """Resume a paused run of this flow (a Run, or a run id in ``store``); blocking.
+        """Resume a paused or failed run of this flow (a Run, or a run id in ``store``); blocking.
 
         Same options as ``Run.resume`` (``question=``, ``version=``).
         """

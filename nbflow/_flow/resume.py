@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.config import config
@@ -9,7 +10,7 @@ from nbflow._core.errors import ResumeConflictError, RunnerError
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import flow_of
 from nbflow._core.secrets import REDACTED
-from nbflow._core.states import RunStatus
+from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._engine.ask import validate_answer
 from nbflow._record.run import NodeRecord
 
@@ -28,6 +29,9 @@ def claim(run: Run, answer: Any, question: str | None, version: int | None) -> N
         raise ResumeConflictError(f"run {run.run_id} is part of a larger run; resume {run._root.run_id} instead")
     _check_resumable(run)  # fail before anything changes
     with run._resume_lock:
+        if run.status is RunStatus.FAILED:
+            _claim_failed(run, answer, question)
+            return
         if run.status is RunStatus.RUNNING:
             raise ResumeConflictError(
                 f"run {run.run_id} is RUNNING (here, or in another live process that owns it in its store); "
@@ -44,6 +48,18 @@ def claim(run: Run, answer: Any, question: str | None, version: int | None) -> N
                 f"version {run.pause_version}"
             )
         key = _pick(run, answer, question)
+        if key is not None and run.pending[key].expired():
+            asked = run.pending[key]
+            then = (
+                f"the node gets its default {asked.default!r}"
+                if asked.default is not MISSING
+                else "the node fails (QuestionExpiredError)"
+            )
+            raise ResumeConflictError(
+                f"run {run.run_id}: question {key!r} ({asked.prompt!r}) expired {time.time() - (asked.expires_at or 0):.0f}s "
+                f"ago (timeout={asked.timeout:g}s), so the answer is refused and nothing was changed; "
+                f"resume() without an answer goes on: {then}"
+            )
         value = validate_answer(run.pending[key], answer) if key is not None else MISSING
         if run.store is not None:
             run.store.claim(run, key, value)  # the durable guard across processes (raises on conflict)
@@ -52,6 +68,40 @@ def claim(run: Run, answer: Any, question: str | None, version: int | None) -> N
             del run.pending[key]
         run.reason = None  # e.g. "interrupted: ...": the run goes on
         run._to(RunStatus.RUNNING)
+
+
+def run_again(run: Run) -> list[str]:
+    """The nodes a resumed FAILED run runs again, in run order: every FAILED node, everything downstream of
+    one (what it skipped, and what ran on its failure: a failure handler, an ``on_error="continue"``
+    consumer, an optional input), and any node not finished. Every other succeeded node is kept."""
+    graph = flow_of(run).graph
+    again: set[str] = set()
+    for name, rec in run.nodes.items():
+        if rec.status is NodeStatus.FAILED:
+            again.add(name)
+            again.update(graph.descendants(name))
+        elif not rec.status.finished:
+            again.add(name)
+    return [n for n in run.nodes if n in again]
+
+
+def _claim_failed(run: Run, answer: Any, question: str | None) -> None:
+    """Resume a FAILED run: its failed nodes and what depends on them start over (the lock is held)."""
+    if answer is not MISSING or question is not None:
+        raise ResumeConflictError(
+            f"run {run.run_id} is FAILED: it has no open question to answer; call resume() without an "
+            f"answer to run its failed nodes again"
+        )
+    again = run_again(run)
+    if not again:
+        raise ResumeConflictError(f"run {run.run_id} is FAILED but has no failed or unfinished node to run again")
+    if run.store is not None:
+        run.store.claim_failed(run, again)  # the durable guard across processes (raises on conflict)
+    for name in again:
+        run.nodes[name] = NodeRecord(name)
+    run.reason = None
+    run.finished_at = None
+    run._to(RunStatus.RUNNING)
 
 
 def _pick(run: Run, answer: Any, question: str | None) -> str | None:

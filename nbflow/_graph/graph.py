@@ -296,7 +296,7 @@ def _compile(
     branches = collect_branches(specs)
     # The order first, from the wiring alone: a cycle is reported before any per-parameter work.
     for n, spec in specs.items():
-        ups = []
+        ups: list[str] = []
         for p in spec.params:
             if p.alternatives or p.optional:
                 for s in p.alternatives or (p.source,):

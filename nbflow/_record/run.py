@@ -400,6 +400,9 @@ class Run:
     async def aresume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
         """Answer a pending question (if any) and continue the paused run on this loop.
 
+        A FAILED run is resumed without an answer: its failed nodes and everything downstream of them
+        run again, every other succeeded node is kept (docs/human_in_the_loop.md).
+
         With several open questions, name the one answered with ``question=`` (a key of
         ``run.pending``). ``version`` (``run.pause_version``) guards against resuming a pause that
         was already resumed. Raises ResumeConflictError (nothing changed) if the run is not paused or

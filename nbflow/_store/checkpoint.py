@@ -357,6 +357,29 @@ class CheckpointStore:
             raise self._error(exc) from None
         self._interrupted.pop(run.run_id, None)
 
+    def claim_failed(self, run: Run, again: list[str]) -> None:
+        """Move the stored run from FAILED to RUNNING and forget the records of the nodes ``again`` (they
+        run again: stored as not run yet, so a crash during this resume is continued like any other).
+        One transaction: of two processes resuming the same failed run, one wins, the other conflicts."""
+        self.identity.check()
+        try:
+            with self._tx():
+                cur = self._db.execute(
+                    "UPDATE checkpoint_runs SET status='running', updated_at=?, owner=?, reason=NULL, "
+                    "finished_at=NULL WHERE run_id=? AND status='failed' AND finished_at IS ?",
+                    (time.time(), owner_token(), run.run_id, run.finished_at),  # the failure this copy saw
+                )
+                if cur.rowcount != 1:
+                    raise ResumeConflictError(
+                        f"run {run.run_id} was already resumed (the store {str(self.path)!r} no longer has it "
+                        f"FAILED as this copy saw it); load it again to see its state"
+                    )
+                self._db.executemany(
+                    "DELETE FROM checkpoint_nodes WHERE run_id=? AND node=?", [(run.run_id, n) for n in again]
+                )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
     def run_ids(self) -> list[tuple[str, str, str]]:
         """(run_id, flow, status) of every stored run, newest first."""
         try:

@@ -6,13 +6,24 @@ second (the batch never waits for it). Its ``text/plain`` fallback is the same l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
 
 from nbflow._record.batch_progress import BatchProgress
 
-__all__ = ["BatchProgressWidget"]
+__all__ = ["STATUS_COLORS", "BatchProgressWidget", "variant_bars"]
+
+# The explorer's colours (nbflow/widgets/explorer.py), plus rows still running.
+STATUS_COLORS = {
+    "succeeded": "#2f9e44",
+    "failed": "#e03131",
+    "paused": "#f08c00",
+    "cancelled": "#868e96",
+    "running": "#1971c2",
+    "pending": "#dee2e6",
+}
 
 _STYLES = {"running": "info", "succeeded": "success", "failed": "warning", "stopped": "danger"}
 
@@ -23,7 +34,11 @@ class BatchProgressWidget:
     def __init__(self, state: BatchProgress | None = None, *, display: bool = True) -> None:
         self.bar = widgets.IntProgress(value=0, min=0, max=1, bar_style=_STYLES["running"])
         self.label = widgets.HTML(value="starting...")
-        self.box = widgets.HBox([self.bar, self.label])
+        self.box = widgets.VBox([widgets.HBox([self.bar, self.label])])
+        self.variants: widgets.HTML | None = None  # one bar per grid combination (show_variants)
+        self.explorer: Any = None  # the results explorer, shown in place when the batch ends
+        self._counts: Callable[[], list[dict[str, Any]]] | None = None
+        self._explore: Callable[[], Any] | None = None
         self._text = "starting..."
         self._displayed = False
         self._handle: Any = None
@@ -36,15 +51,27 @@ class BatchProgressWidget:
             self._handle = show(self, display_id=True)
             self._displayed = True
 
+    def show_variants(self, counts: Callable[[], list[dict[str, Any]]], explore: Callable[[], Any] | None) -> None:
+        """Also draw one bar per grid combination, counts by status, from ``counts()`` at every update;
+        when the batch ends, ``explore()`` (the results explorer) is shown below the bars."""
+        self._counts, self._explore = counts, explore
+        self.variants = widgets.HTML(value=variant_bars(counts()))
+        self.box.children = (*self.box.children, self.variants)
+
     def update(self, state: BatchProgress) -> None:
         with self.box.hold_sync():
             self.bar.max = max(state.total, 1)
             self.bar.value = state.done
             self._text = state.text()
             self.label.value = _html(self._text)
+        if self._counts is not None and self.variants is not None:
+            self.variants.value = variant_bars(self._counts())
 
     def close(self, state: BatchProgress) -> None:
         self.update(state)
+        if self._explore is not None and self.explorer is None:
+            self.explorer = self._explore()
+            self.box.children = (*self.box.children, self.explorer)
         if state.stopped:
             self.bar.bar_style = _STYLES["stopped"]
         elif state.failed:
@@ -69,3 +96,31 @@ def _html(text: str) -> str:
     import html
 
     return f'<code style="white-space: nowrap">{html.escape(text)}</code>'
+
+
+def variant_bars(groups: list[dict[str, Any]]) -> str:
+    """One row per variant: its label, a bar of segments sized by row counts per status, the counts.
+
+    A few failed rows are a thin red slice of their variant's bar, never a red bar.
+    """
+    import html
+
+    rows = []
+    for group in groups:
+        counts = {k: n for k, n in group["counts"].items() if n}
+        total = sum(counts.values()) or 1
+        segments = "".join(
+            f'<span class="nbflow-seg nbflow-seg-{esc}" title="{n} {esc}" '
+            f'style="width:{100 * n / total:.3f}%;background:{STATUS_COLORS.get(status, "#ced4da")}"></span>'
+            for status, n in counts.items()
+            for esc in (html.escape(status),)
+        )
+        text = ", ".join(f"{n} {s}" for s, n in counts.items())
+        rows.append(
+            '<div class="nbflow-variant" style="display:flex;align-items:center;gap:8px;margin:1px 0">'
+            f'<span style="min-width:90px;font-weight:600">{html.escape(str(group["label"]))}</span>'
+            '<span style="display:flex;width:260px;height:10px;border-radius:3px;overflow:hidden;'
+            f'background:#f1f3f5">{segments}</span>'
+            f'<code style="white-space:nowrap">{html.escape(text)}</code></div>'
+        )
+    return '<div class="nbflow-variants">' + "".join(rows) + "</div>"

@@ -66,6 +66,8 @@ function render({ model, el }) {
       " sort ", select("sort", model.get("sorts").map((s) => [s, s || "row order"]), q.sort || ""),
       h("button", { class: "nbx-mode", onclick: () => ask({ mode: q.mode === "compare" ? "rows" : "compare", page: 0 }) },
         q.mode === "compare" ? "rows" : "compare variants"),
+      q.mode === "compare" ? h("button", { class: "nbx-regressions", onclick: () => ask({ regressions: !q.regressions, page: 0 }) },
+        q.regressions ? "all cases" : "regressions only") : "",
       h("button", { class: "nbx-prev", onclick: () => ask({ page: Math.max(0, (q.page || 0) - 1) }) }, "‹"),
       h("span", { class: "nbx-range" }, model.get("range_text")),
       h("button", { class: "nbx-next", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›"),
@@ -82,6 +84,7 @@ function render({ model, el }) {
       for (const c of cols) {
         const td = h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}` }, String(row[c] ?? ""));
         if (c === "status") td.style.color = COLORS[row.status] || "";
+        if (c.endsWith(": change") && (row[c] === "regressed" || row[c] === "newly_failing")) td.style.color = COLORS.failed;
         tr.append(td);
       }
       if (row.__options && row.__options.length) {

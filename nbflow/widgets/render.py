@@ -144,12 +144,50 @@ def _json(value: Any) -> str | None:
         return pprint.pformat(data, width=100, sort_dicts=False)
 
 
-def render_value(value: Any, redact: Redact = _identity) -> str:
-    """HTML for ``value``: DataFrame/Series as a table, dict/list/model as JSON, str in a scroll box, images inline."""
+MAX_PARTS = 20  # tables shown for a dict/list/tuple of DataFrames (the rest named in a note)
+
+
+def _is_frame(value: Any) -> bool:
+    """A pandas DataFrame or Series (shown as a table)."""
+    return _module(value) == "pandas" and (hasattr(value, "to_html") or hasattr(value, "to_frame"))
+
+
+def _parts(value: Any) -> list[tuple[str, Any]] | None:
+    """The (label, value) parts of a dict/list/tuple holding at least one DataFrame/Series, else None."""
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, list | tuple):
+        items = [(f"[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return None
+    return items if any(_is_frame(v) for _, v in items) else None
+
+
+def _render_parts(head: str, parts: list[tuple[str, Any]], redact: Redact, depth: int) -> str:
+    """A titled section per part: a dict of DataFrames shows a table per key (secret-named keys masked)."""
+    out = [head]
+    for label, part in parts[:MAX_PARTS]:
+        body = esc(MASK) if is_secret_name(label) else render_value(part, redact, _depth=depth + 1)
+        out.append(f'<div class="nbflow-part"><div><b>{esc(label)}</b></div>{body}</div>')
+    if len(parts) > MAX_PARTS:
+        rest = ", ".join(label for label, _ in parts[MAX_PARTS : MAX_PARTS + 10])
+        more = "…" if len(parts) > MAX_PARTS + 10 else ""
+        out.append(f'<div class="nbflow-muted">{len(parts) - MAX_PARTS:,} more not shown: {esc(rest)}{more}</div>')
+    return "".join(out)
+
+
+def render_value(value: Any, redact: Redact = _identity, *, _depth: int = 0) -> str:
+    """HTML for ``value``: DataFrame/Series as a table, dict/list/model as JSON, str in a scroll box, images inline.
+
+    A dict (or list/tuple) holding DataFrames shows a table per key, each under its key.
+    """
     if value is MISSING:
         return '<span class="nbflow-muted">no output</span>'
     head = f'<div class="nbflow-muted">{esc(describe(value))}</div>'
-    if _module(value) == "pandas" and hasattr(value, "to_html"):
+    parts = _parts(value) if _depth < 3 else None
+    if parts is not None:
+        return _render_parts(head, parts, redact, _depth)
+    if _is_frame(value):
         frame = value.to_frame() if hasattr(value, "to_frame") and getattr(value, "ndim", 2) == 1 else value
         try:
             table = frame.to_html(max_rows=MAX_ROWS, max_cols=30, border=0, show_dimensions=True)

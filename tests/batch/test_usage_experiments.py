@@ -181,7 +181,9 @@ def test_compare_two_experiments_and_two_variants_on_known_deltas(server, tmp_pa
     }
     assert diff["change"].tolist()[:3] == ["newly_failing", "newly_failing", "regressed"]  # worst first
     assert diff.loc[diff["change"] == "regressed", "exact_delta"].tolist() == [-1.0]
-    assert diff.attrs["summary"].startswith("b vs a on 6 cases: 2 newly failing, 1 regressed, 3 unchanged")
+    assert diff.attrs["summary"].startswith("v2 vs v1 on 6 cases: 2 newly failing, 1 regressed, 3 unchanged")
+    fresh = flow.batch(ROWS, grid={"prompt": PROMPTS})  # frames without experiment names: "a" and "b"
+    assert nf.compare(fresh, fresh, scores="exact").attrs["summary"].startswith("b vs a on 6 cases")
 
     variants = nf.compare(a, "terse", "steps", by="prompt")
     assert variants.attrs["on"] == ["question", "expected"]
@@ -189,3 +191,12 @@ def test_compare_two_experiments_and_two_variants_on_known_deltas(server, tmp_pa
     assert variants.attrs["summary"].startswith("steps vs terse on 3 cases: 3 regressed; mean exact 1.000 -> 0.000")
     with pytest.raises(nf.BatchError, match="no rows with prompt == 'long'"):
         nf.compare(a, "terse", "long", by="prompt")
+    # Two experiments that each ran one variant share no case: refused, naming the column and the fix
+    # (an outer join would report every case as "only a"/"only b", a comparison of nothing).
+    terse, steps = a[a["prompt"] == "terse"], b[b["prompt"] == "steps"]
+    with pytest.raises(
+        nf.BatchError, match=r"column 'prompt' has other values.*terse vs steps.*on=\['question', 'expected'\]"
+    ):
+        nf.compare(terse, steps, scores="exact")
+    across = nf.compare(terse, steps, scores="exact", on=["question", "expected"])
+    assert len(across) == 3 and across.attrs["summary"].startswith("v2 vs v1 on 3 cases")

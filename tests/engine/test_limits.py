@@ -36,12 +36,16 @@ class Gauge:
             self.now -= 1
 
 
-def assert_rate_held(starts: list[float], rate: float, burst: int) -> None:
-    """In every window [t_i, t_j], at most burst + rate * (t_j - t_i) calls started."""
+def assert_rate_held(starts: list[float], rate: float, burst: int, jitter: float = 0.0) -> None:
+    """In every window [t_i, t_j], at most burst + rate * (t_j - t_i) calls started.
+
+    ``jitter``: on the real clock a body starts a little after its token was taken (scheduling), and a
+    late start can land close to the next one; the window is widened by that much.
+    """
     starts = sorted(starts)
     for i in range(len(starts)):
         for j in range(i, len(starts)):
-            allowed = burst + rate * (starts[j] - starts[i]) + 1e-6
+            allowed = burst + rate * (starts[j] - starts[i] + jitter) + 1e-6
             assert j - i + 1 <= allowed, (
                 f"{j - i + 1} calls in {starts[j] - starts[i]:.4f}s beat {rate}/s burst {burst}"
             )
@@ -109,7 +113,7 @@ async def test_per_minute_rate_with_default_burst_spaces_calls_evenly():
 
 
 async def test_the_rate_holds_on_the_real_clock_in_recorded_times():
-    flow = nf.Flow("f", limits={"api": nf.Limit(per_second=200, burst=2)})
+    flow = nf.Flow("f", limits={"api": nf.Limit(per_second=20, burst=2)})
     starts: list[float] = []
 
     @flow.node(uses="api")
@@ -119,7 +123,9 @@ async def test_the_rate_holds_on_the_real_clock_in_recorded_times():
 
     with anyio.fail_after(10):
         await asyncio.gather(*(flow.arun(row=i) for i in range(12)))
-    assert_rate_held(starts, rate=200, burst=2)
+    # 50 ms between tokens; a body may start up to 10 ms late on a loaded machine (12 calls at 200/s
+    # failed here under load average 9: a delayed start 2 ms before the next one).
+    assert_rate_held(starts, rate=20, burst=2, jitter=0.01)
 
 
 async def test_concurrency_and_rate_together():

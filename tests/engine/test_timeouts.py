@@ -225,7 +225,9 @@ async def test_a_flow_input_named_timeout_is_not_mistaken_for_the_deadline():
     async def fetch(url: str, timeout: float = 10.0) -> str:
         return f"{url} within {timeout}"
 
-    with pytest.raises(nf.FlowDefinitionError, match=r"input named 'timeout' \(taken by 'fetch'\)"):
+    with pytest.raises(
+        nf.FlowDefinitionError, match=r"input named 'timeout' \(taken by parameter 'timeout' of node 'fetch'\)"
+    ):
         await flow.arun(url="u", timeout=3)
     run = await flow.arun({"timeout": 3}, url="u")
     assert run["fetch"] == "u within 3.0"

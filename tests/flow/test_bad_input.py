@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import nbflow as nf
@@ -140,3 +142,65 @@ def test_a_node_raising_cancelled_error_itself_fails_that_node() -> None:
     assert run.nodes["cancels"].status is nf.NodeStatus.FAILED
     assert "CancelledError itself" in str(run.nodes["cancels"].error)
     assert run.status is nf.RunStatus.FAILED and run["fine"] == 1
+
+
+def _flow_taking(name: str, *, default: bool = False) -> nf.Flow:
+    flow = nf.Flow(f"input_named_{name}")
+    ns: dict = {}
+    exec(f"def use(x, {name}{'=None' if default else ''}):\n    return (x, {name})", ns)
+    flow.add(ns["use"], name="use")
+    return flow
+
+
+OPTION_VALUES = {
+    "store": "runs.db",
+    "show": False,
+    "targets": ["use"],
+    "overrides": {},
+    "concurrency": 2,
+    "on_event": print,
+    "keep": ["use"],
+    "save": {},
+    "trace": False,
+    "timeout": 30,
+}
+
+
+def test_run_options_list_every_keyword_option_of_run_arun_and_start() -> None:
+    import inspect
+
+    from nbflow._core.errors import RUN_OPTIONS
+
+    for method in (nf.Flow.run, nf.Flow.arun, nf.Flow.start):
+        keywords = [p.name for p in inspect.signature(method).parameters.values() if p.kind is p.KEYWORD_ONLY]
+        assert sorted(keywords) == sorted(RUN_OPTIONS) == sorted(OPTION_VALUES)
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_VALUES))
+def test_a_missing_input_named_like_a_run_option_says_to_use_the_dict(name: str) -> None:
+    flow = _flow_taking(name)
+    with pytest.raises(nf.MissingInputError) as info:
+        flow.run(x=1)
+    message = str(info.value)
+    assert f"run({{'{name}': ...}})" in message and f"{name}=" in message and "'use'" in message
+    assert f"Pass {name}=... to run()" not in message  # the advice that cannot work
+    run = flow.run({name: "value"}, x=1, show=False)  # the advice works
+    assert run["use"] == (1, "value")
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_VALUES))
+@pytest.mark.parametrize("default", [False, True], ids=["required", "has-default"])
+def test_an_option_given_while_the_flow_has_an_input_of_that_name_is_refused(
+    name: str, default: bool, tmp_path: Path
+) -> None:
+    flow = _flow_taking(name, default=default)
+    value = str(tmp_path / "runs.db") if name == "store" else OPTION_VALUES[name]
+    with pytest.raises(nf.FlowDefinitionError) as info:
+        flow.run(x=1, **{name: value})
+    message = str(info.value)
+    assert f"input named {name!r}" in message and f"parameter {name!r} of node 'use'" in message
+    assert f"run({{'{name}': ...}})" in message
+    assert not (tmp_path / "runs.db").exists()  # nothing ran, no store was created
+    # Both given: the input in the dict and the option as a keyword.
+    run = flow.run({name: "in"}, x=1, **{name: value})
+    assert run["use"] == (1, "in")

@@ -1,0 +1,98 @@
+"""nbflow's worker threads for sync nodes: daemon threads, so an abandoned call never holds up exit.
+
+Python cannot stop a thread. When a sync node's call is abandoned (its ``timeout=`` passed, the run's
+deadline, a cancel or an interrupt), the run goes on at once and the call finishes in the background.
+anyio's worker threads are not daemon threads: the interpreter joins them at exit, so a script whose
+abandoned node sleeps 10 more seconds took 10 more seconds to exit. These threads are daemon threads:
+the process exits as soon as the main thread is done, dropping an abandoned call mid-way (as it drops
+any daemon thread's work). Calls that were not abandoned are awaited as before, so nothing a run
+reports is lost.
+
+Same shape as anyio's pool: idle workers are reused (most recently idle first) and leave after
+``IDLE_SECONDS`` without work; concurrent calls are capped by anyio's default thread limiter (40
+tokens, shared with ``anyio.to_thread``), whose token is given back when a call is abandoned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+
+__all__ = ["IDLE_SECONDS", "run_in_thread"]
+
+IDLE_SECONDS = 10.0
+
+_Job = tuple[contextvars.Context, Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+_lock = threading.Lock()
+_idle: list[_Worker] = []
+
+
+class _Worker(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(name="nbflow-worker", daemon=True)
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        while True:
+            try:
+                job = self.jobs.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with _lock:
+                    if self in _idle:  # no job was handed to it meanwhile: leave
+                        _idle.remove(self)
+                        return
+                continue
+            ctx, func, loop, future = job
+            result: Any = None
+            error: BaseException | None = None
+            if not future.cancelled():  # (cancelled before it started: not run at all)
+                try:
+                    result = ctx.run(func)
+                except BaseException as exc:  # reported to the awaiting task, never lost here
+                    error = exc
+            del job, ctx, func
+            with _lock:
+                _idle.append(self)
+            try:
+                loop.call_soon_threadsafe(_report, future, result, error)
+            except RuntimeError:  # the loop closed meanwhile (an abandoned call outlived it)
+                pass
+            del future, loop, result, error
+
+
+def _report(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():  # abandoned: the caller went on without it
+        return
+    if error is None:
+        future.set_result(result)
+    elif isinstance(error, StopIteration):  # a Future cannot carry StopIteration
+        wrapped = RuntimeError("the function raised StopIteration")
+        wrapped.__cause__ = error
+        future.set_exception(wrapped)
+    else:
+        future.set_exception(error)
+
+
+def _worker() -> _Worker:
+    with _lock:
+        if _idle:
+            return _idle.pop()
+    worker = _Worker()
+    worker.start()
+    return worker
+
+
+async def run_in_thread(func: Callable[[], Any]) -> Any:
+    """``func()`` in a daemon worker thread, in a copy of this context; abandoned if this is cancelled."""
+    loop = asyncio.get_running_loop()
+    async with anyio.to_thread.current_default_thread_limiter():
+        future: asyncio.Future[Any] = loop.create_future()
+        _worker().jobs.put((contextvars.copy_context(), func, loop, future))
+        return await future

@@ -1,0 +1,132 @@
+"""A notebook cell re-run with a node's function renamed: say that the old node is still wired.
+
+Re-running a cell that defines ``@flow.node def clean`` replaces node ``clean``. Renaming the function
+to ``clean2`` and re-running the cell *adds* ``clean2``, and ``clean`` stays in the flow: nodes that
+take ``clean`` still get the old function's output, silently. So, in IPython, every node declared by a
+function remembers where it was declared: the cell (the front end's cell id; without one, the
+function's body, byte code and constants) and the line of its ``def``/decorator. When a cell's
+execution ends (``post_run_cell``), a node it declared at the place where an earlier execution of the
+same cell declared another node, which is still in the flow unchanged, gets a warning naming both
+and the fix (``flow.remove("clean")``).
+
+Checked after the cell, not at each declaration, so a cell that declares several nodes from one
+factory (the same function, so the same place) never warns about a node it declares again a few
+lines later. Outside IPython nothing is recorded (a script declares each node once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nbflow._core.errors import NbflowWarning
+
+if TYPE_CHECKING:
+    from nbflow._dsl.spec import NodeSpec
+    from nbflow._flow.flow import Flow
+
+__all__ = ["note_declared"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    place: tuple[str, ...]  # ("cell", cell id) or ("code", hash of the body)
+    line: int
+    execution: str
+    spec: NodeSpec
+
+
+_origins: weakref.WeakKeyDictionary[Flow, dict[str, _Origin]] = weakref.WeakKeyDictionary()
+_declared: list[tuple[weakref.ref[Flow], str]] = []  # declared in the current execution
+_hooked: set[int] = set()  # ids of the IPython shells the hook is registered with
+
+
+def _shell() -> Any:
+    if "IPython" not in sys.modules:  # never imported: not in IPython (costs nothing in scripts)
+        return None
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def _parent(shell: Any) -> dict[str, Any]:
+    kernel = getattr(shell, "kernel", None)
+    try:
+        parent = kernel.get_parent() if kernel is not None else None
+    except Exception:
+        parent = None
+    return parent or {}
+
+
+def _body(code: Any) -> str:
+    """The function's body without its name: a rename keeps it (consts hold nested code objects by repr)."""
+    consts = tuple(c.co_code if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
+    text = repr((code.co_code, consts, code.co_names, code.co_varnames))
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def note_declared(flow: Flow, spec: NodeSpec, func: Any) -> None:
+    """Remember where node ``spec`` was declared (in IPython only); checked when the cell ends."""
+    shell = _shell()
+    code = getattr(func, "__code__", None)
+    if shell is None or code is None:
+        return
+    parent = _parent(shell)
+    cell = (parent.get("metadata") or {}).get("cellId")
+    execution = (parent.get("header") or {}).get("msg_id") or f"count-{getattr(shell, 'execution_count', 0)}"
+    place = ("cell", str(cell)) if cell else ("code", _body(code))
+    _origins.setdefault(flow, {})[spec.name] = _Origin(place, code.co_firstlineno, str(execution), spec)
+    _declared.append((weakref.ref(flow), spec.name))
+    if id(shell) not in _hooked:
+        _hooked.add(id(shell))
+        shell.events.register("post_run_cell", _after_cell)
+
+
+def _after_cell(*_args: Any) -> None:
+    declared = list(_declared)
+    _declared.clear()
+    for ref, name in declared:
+        flow = ref()
+        if flow is not None:
+            _check(flow, name)
+
+
+def _check(flow: Flow, name: str) -> None:
+    origins = _origins.get(flow, {})
+    new = origins.get(name)
+    if new is None or flow._specs.get(name) is not new.spec:
+        return
+    for old_name, old in list(origins.items()):
+        if old_name == name or old.execution == new.execution:
+            continue
+        if old.place != new.place or old.line != new.line:
+            continue
+        if flow._specs.get(old_name) is not old.spec:  # removed or declared again since: not stale
+            origins.pop(old_name, None)
+            continue
+        _warn(flow, old_name, name, new)
+
+
+def _warn(flow: Flow, old: str, new: str, origin: _Origin) -> None:
+    try:
+        users = [n for n in flow.downstream(old, direct=True) if n != new]
+    except Exception:  # a flow that does not compile yet: its own error says why when it runs
+        users = []
+    wired = (
+        f"{', '.join(repr(u) for u in users)} still take{'s' if len(users) == 1 else ''} its output"
+        if users
+        else "it still runs with the flow"
+    )
+    where = "this cell" if origin.place[0] == "cell" else "this code"
+    message = (
+        f"node {new!r} was declared where {where} declared node {old!r} before (line {origin.line}), but "
+        f"{old!r} is still in flow {flow.name!r}: {wired}. If you renamed the function, remove the old node: "
+        f"flow.remove({old!r})"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", NbflowWarning)  # every re-run that leaves it wired, not once
+        warnings.warn(message, NbflowWarning, stacklevel=2)

@@ -1,0 +1,172 @@
+"""Resuming a FAILED run (issue 12): ``run.resume()`` / ``flow.resume(run_id, store=...)`` /
+``nf.load_run(db, id).resume()`` run the failed nodes and what they skipped again, and keep every other
+succeeded node (counted: not executed again), with no cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import nbflow as nf
+
+
+def _flaky_flow(name: str, calls: Counter, broken: dict) -> nf.Flow:
+    flow = nf.Flow(name)
+
+    @flow.node
+    def load(x: int) -> int:
+        calls["load"] += 1
+        return x * 10
+
+    @flow.node
+    def side(x: int) -> int:  # independent of the failure
+        calls["side"] += 1
+        return x + 1
+
+    @flow.node
+    def model(load: int) -> int:
+        calls["model"] += 1
+        if broken["model"]:
+            raise ConnectionError("model server down")
+        return load + 5
+
+    @flow.node
+    def report(model: int, side: int) -> str:
+        calls["report"] += 1
+        return f"{model}/{side}"
+
+    return flow
+
+
+def test_resume_in_memory_reruns_only_the_failed_node_and_what_it_skipped() -> None:
+    calls: Counter = Counter()
+    broken = {"model": True}
+    flow = _flaky_flow("resume_failed_mem", calls, broken)
+    run = flow.run(x=1, show=False)
+    assert run.status is nf.RunStatus.FAILED and run.nodes["report"].status is nf.NodeStatus.SKIPPED
+    broken["model"] = False
+    assert run.resume() is run
+    assert run.status is nf.RunStatus.SUCCEEDED and run.reason is None
+    assert run["report"] == "15/2"
+    assert calls == Counter(load=1, side=1, model=2, report=1)  # load and side kept, not run again
+
+
+def test_resume_a_failed_run_from_its_checkpoint_by_id(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    calls: Counter = Counter()
+    broken = {"model": True}
+    flow = _flaky_flow("resume_failed_store", calls, broken)
+    run_id = flow.run(x=2, show=False, store=db).run_id
+    assert nf.load_run(db, run_id).status is nf.RunStatus.FAILED
+    broken["model"] = False
+    done = flow.resume(run_id, store=db)
+    assert done.status is nf.RunStatus.SUCCEEDED and done["report"] == "25/3"
+    assert calls == Counter(load=1, side=1, model=2, report=1)
+    back = nf.load_run(db, run_id)
+    assert back.status is nf.RunStatus.SUCCEEDED and back["report"] == "25/3" and back.reason is None
+    with pytest.raises(nf.ResumeConflictError):
+        back.resume()  # succeeded: nothing to resume
+
+
+def test_a_failed_run_resumed_in_a_new_process_after_a_restart(tmp_path: Path) -> None:
+    """The real thing: the run fails in one process; another (the fix deployed) resumes it from the file."""
+    db = tmp_path / "runs.db"
+    log = tmp_path / "calls.log"
+    script = tmp_path / "flow.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            import nbflow as nf
+
+            flow = nf.Flow("resume_failed_restart")
+
+            def note(name):
+                with open({str(log)!r}, "a") as f:
+                    f.write(name + "\\n")
+
+            @flow.node
+            def load(x: int) -> int:
+                note("load")
+                return x * 10
+
+            @flow.node
+            def model(load: int) -> int:
+                note("model")
+                if sys.argv[1] == "broken":
+                    raise ConnectionError("model server down")
+                return load + 5
+
+            if sys.argv[1] == "broken":
+                print(flow.run(x=3, store={str(db)!r}, show=False).run_id)
+            else:
+                run = nf.load_run({str(db)!r}, sys.argv[2]).resume()
+                print(run.status.value, run["model"])
+            """
+        )
+    )
+    first = subprocess.run([sys.executable, str(script), "broken"], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    run_id = first.stdout.split()[-1]
+    second = subprocess.run([sys.executable, str(script), "fixed", run_id], capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split()[-2:] == ["succeeded", "35"]
+    assert log.read_text().split() == ["load", "model", "model"]  # load ran once
+
+
+def test_failure_handlers_and_continue_consumers_run_again_with_the_node() -> None:
+    calls: Counter = Counter()
+    broken = {"a": True}
+    flow = nf.Flow("resume_failed_handlers")
+
+    @flow.node
+    def a(x: int) -> int:
+        calls["a"] += 1
+        if broken["a"]:
+            raise ValueError("bad")
+        return x
+
+    @flow.node(on_failure_of="a")
+    def fallback(a: nf.ErrorInfo) -> str:
+        calls["fallback"] += 1
+        return f"handled {a.type}"
+
+    @flow.node
+    def b(x: int) -> int:
+        calls["b"] += 1
+        raise RuntimeError("b is broken too")
+
+    @flow.node
+    def c(b: int) -> int:
+        calls["c"] += 1
+        return b
+
+    run = flow.run(x=1, show=False)
+    assert run.status is nf.RunStatus.FAILED and run["fallback"] == "handled ValueError"
+    broken["a"] = False
+    run.resume()
+    # a's handler does not run now that a succeeds; b failed again, c skipped again; nothing stale kept.
+    assert run.nodes["a"].status is nf.NodeStatus.SUCCEEDED
+    assert run.nodes["fallback"].status is nf.NodeStatus.SKIPPED
+    assert run.status is nf.RunStatus.FAILED and run.nodes["c"].status is nf.NodeStatus.SKIPPED
+    assert calls == Counter(a=2, fallback=1, b=2)
+
+
+def test_resuming_a_failed_run_with_an_answer_or_twice_is_a_conflict(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    calls: Counter = Counter()
+    flow = _flaky_flow("resume_failed_conflicts", calls, {"model": True})
+    run = flow.run(x=1, show=False, store=db)
+    with pytest.raises(nf.ResumeConflictError, match="no open question"):
+        run.resume("yes")
+    stale = nf.load_run(db, run.run_id)
+    run.resume()  # fails again (still broken), but it was claimed
+    assert run.status is nf.RunStatus.FAILED
+    with pytest.raises(nf.ResumeConflictError, match="already resumed"):
+        stale.resume()  # the store had it FAILED and claimed it since: this copy is stale
+    assert calls["load"] == 1 and calls["model"] == 2
