@@ -62,8 +62,7 @@ def measure(func: Any, rows: int, rounds: int = 3) -> dict[str, float]:
     flows = {executor or "thread": flow_of(func, executor) for executor in (None, "process")}
     for flow in flows.values():
         # Warm: one row per core, so every worker process is started and has imported what the node
-        # imports (a notebook pays this once per kernel; a first call's BLAS import also escapes the
-        # thread budget, which applies to libraries loaded before the call).
+        # imports (a notebook pays this once per kernel).
         flow.batch([{"seed": s} for s in range(cores())], progress=False)
     times: dict[str, list[float]] = {"loop": [], "thread": [], "process": []}
     for _ in range(rounds):

@@ -440,12 +440,22 @@ def write_results(frame: pd.DataFrame, path: str, redact: Redactor) -> int:
 
 # --- where a stored flow came from ----------------------------------------------------------------
 # The command writes one row per flow name into the store's shared key-value table, so
-# `nbflow resume runs.db RUN_ID` can load the flow without being told where it is.
+# `nbflow resume runs.db RUN_ID` can load the flow without being told where it is. Loading a flow
+# imports a module or runs a file: the row is tagged with this user's store key (nbflow/_store/trust.py)
+# and a row without a valid tag (a file someone else wrote, or an older nbflow's) is ignored - the
+# command then asks for --flow instead of running code a file named.
+def _source_tag(flow_name: str, source: str) -> str:
+    from nbflow._store import trust
+
+    return trust.sign(f"cli_source\0{flow_name}\0{source}".encode()).hex()
+
+
 def remember_source(store: str, flow_name: str, source: str) -> None:
+    value = json.dumps({"source": source, "tag": _source_tag(flow_name, source)})
     try:
         with contextlib.closing(sqlite3.connect(store, timeout=5.0)) as db, db:
             db.execute("CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.execute("INSERT OR REPLACE INTO nbflow_meta VALUES (?, ?)", (f"cli_source:{flow_name}", source))
+            db.execute("INSERT OR REPLACE INTO nbflow_meta VALUES (?, ?)", (f"cli_source:{flow_name}", value))
     except sqlite3.Error:
         pass  # only a convenience: resume then asks for --flow
 
@@ -457,4 +467,13 @@ def recall_source(store: str, flow_name: str) -> str | None:
             row = db.execute("SELECT value FROM nbflow_meta WHERE key = ?", (f"cli_source:{flow_name}",)).fetchone()
     except sqlite3.Error:
         return None
-    return None if row is None else str(row[0])
+    if row is None:
+        return None
+    try:
+        found = json.loads(row[0])
+        source, tag = str(found["source"]), str(found["tag"])
+    except (ValueError, TypeError, KeyError):
+        return None  # untagged (another writer, or nbflow < 0.3): never run what it names
+    import hmac
+
+    return source if hmac.compare_digest(tag, _source_tag(flow_name, source)) else None

@@ -244,7 +244,10 @@ def _run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.store:
         remember_source(args.store, flow.name, source)
     try:
-        run = flow.run(inputs, targets=args.targets, store=args.store, timeout=args.timeout, show=False)
+        # A flow input named "show" would clash with show=False (docs/engine.md); outside a kernel
+        # show=None displays nothing either.
+        show = None if "show" in flow.inputs else False
+        run = flow.run(inputs, targets=args.targets, store=args.store, timeout=args.timeout, show=show)
     except RunInterrupted as exc:
         _print_run(exc.run, out, err, args)
         err.print(f"interrupted: run {exc.run.run_id} cancelled; finished nodes kept", style="yellow", markup=False)

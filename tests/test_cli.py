@@ -491,3 +491,19 @@ def test_a_secret_under_a_plain_name_never_reaches_the_store_or_the_results(proj
     assert b"tok-abcdef" not in written
     frame = pd.read_parquet(project / "out.parquet")
     assert set(frame["expected"]) == {"[REDACTED]"} and set(frame["token"]) == {"[REDACTED]"}
+
+
+def test_inputs_named_like_run_options_work_from_the_command_line(project: Path) -> None:
+    """--input store=... / show=... reach the node (the CLI passes inputs in the dict); a missing one says --input."""
+    (project / "clash.py").write_text(
+        "import nbflow as nf\n"
+        "flow = nf.Flow('clash')\n"
+        "@flow.node\n"
+        "def pick(store: str, show: str = 'no') -> str:\n"
+        "    return store + '/' + show\n"
+    )
+    p = nbflow(project, "run", "clash:flow", "-i", "store=eu-west")
+    assert p.returncode == 0, p.stderr
+    assert any("pick" in ln and "'eu-west/no'" in ln for ln in p.stdout.splitlines())
+    p = nbflow(project, "run", "clash:flow")
+    assert p.returncode == 2 and "--input store=..." in p.stderr and "run({" not in p.stderr

@@ -37,6 +37,7 @@ from nbflow._engine.kernel import call_blocking, in_kernel
 from nbflow._notebook import make_renderer
 from nbflow._record.batch_progress import BatchProgress
 from nbflow._store.batch_store import BatchStore
+from nbflow._store.claims import BatchClaim
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -312,11 +313,14 @@ async def _drive(state: State) -> pd.DataFrame:
     # Always an archive, also with keep="none": paused rows are kept, flow.answer resumes them.
     state.archive = RunArchive(opts.keep, opts.keep_limit, store.path if store is not None else None)
     progress = BatchProgress(flow.name, n)
+    claim: BatchClaim | None = None
     try:
         todo = list(range(n))
         if store is not None:
             assign_keys(cases)  # how stored rows are found again: by content
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret)
+            # One process at a time per stored batch (nbflow/_store/claims.py): a second resumer is refused.
+            claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout, lock_wait=store.lock_wait)
             todo = _resume(state, store, progress)
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
@@ -336,6 +340,8 @@ async def _drive(state: State) -> pd.DataFrame:
                         stacklevel=3,
                     )
     finally:
+        if claim is not None:
+            claim.release()
         if own_store and store is not None:
             store.close()
     return state.frame if state.frame is not None else state.build()

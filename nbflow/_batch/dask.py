@@ -29,8 +29,6 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.rows import (
     QUESTION_COLUMNS,
@@ -183,13 +181,56 @@ _KEEP = 8
 
 def _worker_flow(blob: bytes) -> Flow:
     key = hashlib.sha256(blob).hexdigest()
+    evicted = None
     with _flows_lock:
         flow = _flows.get(key)
         if flow is None:
             if len(_flows) >= _KEEP:
-                _flows.pop(next(iter(_flows)))
+                evicted = _flows.pop(next(iter(_flows)))
             flow = _flows[key] = pickle.loads(blob)
-        return flow
+    if evicted is not None and evicted.resources:
+        evicted.close()  # its resource instances on this worker: no chunk can use them any more
+    return flow
+
+
+def _on_worker_loop(main: Callable[[], Awaitable[None]]) -> None:
+    """Run a chunk on this worker process's one long-lived loop (nbflow's loop thread).
+
+    Every chunk a worker process runs shares that loop, so a ``@flow.resource`` is built once per
+    worker process and reused by its later chunks and batches (SDK clients are bound to their loop).
+    The instances close when the worker closes (a worker plugin's teardown), or else at the
+    process's exit (nbflow's exit hook, _engine/resources.py), and when the flow is dropped from the
+    worker's cache of flows.
+    """
+    from nbflow._engine.kernel import loop_thread
+
+    _close_with_worker()
+    loop_thread().run(main)  # called in a Dask worker's task thread, never on the loop thread itself
+
+
+_PLUGIN = "nbflow-resources"
+
+
+def _close_with_worker() -> None:
+    """Have this Dask worker close nbflow's resource instances when it closes (once per worker)."""
+    try:
+        from distributed import WorkerPlugin, get_worker
+
+        worker = get_worker()
+        if _PLUGIN in worker.plugins:
+            return
+    except Exception:  # not on a worker (or Dask's internals changed): the exit hook closes them
+        return
+
+    class CloseResources(WorkerPlugin):
+        def teardown(self, worker: Any) -> None:
+            from nbflow._engine.resources import close_all
+
+            close_all()
+
+    # Worker.close() calls every plugin's teardown. Added in place (not plugin_add, a coroutine on
+    # the worker's own loop): a dict entry, which the worker only reads when it closes.
+    worker.plugins.setdefault(_PLUGIN, CloseResources())
 
 
 def _run_chunk(
@@ -230,7 +271,7 @@ def _run_chunk(
         if not rows.cancelled():
             rows.result()
 
-    anyio.run(main)
+    _on_worker_loop(main)
     columns = (*outputs, *STATUS_COLUMNS)
     kept = {int(run.run_id.rsplit("-", 1)[1]): run for run in state.archive.runs.values()}
     rows = []

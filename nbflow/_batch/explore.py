@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.compare import classify
 from nbflow._batch.runs import NbflowAccessor
-from nbflow._batch.variants import count_by_variant, variant_labels
+from nbflow._batch.variants import MASK, count_by_variant, short, variant_labels
 from nbflow._core.errors import BatchError
 from nbflow._core.registry import flow_of
-from nbflow._core.secrets import is_secret_name
+from nbflow._core.secrets import Redactor, Secret, is_secret_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["PAGE", "explore", "query"]
 
 PAGE = 50
-_MASK = "••••••"
 _STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
 _QUESTION = ("question_prompt", "question_options")
 
@@ -36,7 +35,8 @@ def explore(frame: pd.DataFrame) -> Any:
     from nbflow.widgets.explorer import ExplorerView
 
     accessor = NbflowAccessor(frame)
-    variants = _variant_labels(frame)
+    redact = secrets_of(frame)
+    variants = _variant_labels(frame, redact)
     static = {
         "statuses": sorted(frame["status"].astype(str).unique()),
         "variants": sorted(set(variants)) if variants is not None else [],
@@ -50,14 +50,39 @@ def explore(frame: pd.DataFrame) -> Any:
         run = accessor._run_of(frame.iloc[pos], frame.index[pos])
         flow_of(run).answer(frame, {frame.index[pos]: value})
 
-    return ExplorerView(lambda request: query(frame, request), open_row, answer, static)
+    # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
+    return ExplorerView(lambda request: redact.scrub(query(frame, request, redact)), open_row, answer, static)
 
 
-def _variant_labels(frame: pd.DataFrame) -> list[str] | None:
+def secrets_of(frame: pd.DataFrame) -> Redactor:
+    """A redactor (with the widgets' mask) for every secret value in ``frame``'s input columns.
+
+    The rule of ``nbflow._core.secrets``: an ``nf.Secret`` anywhere, string values of secret-named
+    columns, and secret-named entries of dict values (``{"hf-token": ...}``). Outputs, error messages
+    and questions built from those values are then redacted wherever the explorer shows them.
+    """
+    redact = Redactor(marker=MASK)
+    outputs = set(frame.attrs.get("outputs") or [])
+    columns = [c for c in frame.columns if c not in outputs and c not in _STATUS_COLUMNS and c not in _QUESTION]
+    data = [frame[c].tolist() for c in columns]
+    for values in zip(*data, strict=True):
+        redact.collect(dict(zip(columns, values, strict=True)))
+    return redact
+
+
+def _variant_labels(frame: pd.DataFrame, redact: Redactor | None = None) -> list[str] | None:
     keys = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     if not keys:
         return None
-    return variant_labels(keys, frame[keys].itertuples(index=False))
+    return variant_labels(keys, frame[keys].itertuples(index=False), redact)
+
+
+def _cell_text(name: str, value: Any, redact: Redactor | None) -> str:
+    """``value`` as text with secrets masked (before any shortening: a cut secret would still leak)."""
+    if is_secret_name(name) or isinstance(value, Secret):
+        return MASK
+    text = str(value)
+    return redact(text) if redact else text
 
 
 def _numeric(frame: pd.DataFrame) -> list[str]:
@@ -66,28 +91,26 @@ def _numeric(frame: pd.DataFrame) -> list[str]:
     return [*cols, "latency"] if "latency" in frame.columns else cols
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _cell(name: str, value: Any) -> Any:
-    if is_secret_name(name):
-        return _MASK
+def _cell(name: str, value: Any, redact: Redactor | None = None) -> Any:
+    if is_secret_name(name) or isinstance(value, Secret):
+        return MASK
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, bool | int | float):
         return round(value, 4) if isinstance(value, float) else value
-    return _short(value, 200)
+    return short(_cell_text(name, value, redact), 200)
 
 
-def query(frame: pd.DataFrame, request: dict[str, Any]) -> dict[str, Any]:
-    """The explorer's state for ``request`` (status, variant, sort, page, mode); pure, tested directly."""
+def query(frame: pd.DataFrame, request: dict[str, Any], redact: Redactor | None = None) -> dict[str, Any]:
+    """The explorer's state for ``request`` (status, variant, sort, page, mode); pure, tested directly.
+
+    ``redact``: masks the text of secret values in every cell (``secrets_of(frame)``).
+    """
     request = {k: v for k, v in request.items() if v is not None}
     status, variant, sort = request.get("status") or "", request.get("variant") or "", request.get("sort") or ""
     mode = request.get("mode") or "rows"
     positions = list(range(len(frame)))
-    variants = _variant_labels(frame)
+    variants = _variant_labels(frame, redact)
     if status:
         st = frame["status"].astype(str).tolist()
         positions = [p for p in positions if st[p] == status]
@@ -104,10 +127,10 @@ def query(frame: pd.DataFrame, request: dict[str, Any]) -> dict[str, Any]:
     progress = _progress(frame, variants)
     note = ""
     if mode == "compare" and variants is not None:
-        rows, columns = _compare(frame, positions, variants)
+        rows, columns = _compare(frame, positions, variants, redact)
         rows, note = _regressions(rows, columns, bool(request.get("regressions")), sorted(set(variants))[0])
     else:
-        rows, columns = _rows(frame, positions)
+        rows, columns = _rows(frame, positions, redact)
     total = len(rows)
     pages = max(1, -(-total // PAGE))
     page = min(max(int(request.get("page") or 0), 0), pages - 1)
@@ -130,7 +153,9 @@ def query(frame: pd.DataFrame, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _rows(frame: pd.DataFrame, positions: list[int]) -> tuple[list[dict[str, Any]], list[str]]:
+def _rows(
+    frame: pd.DataFrame, positions: list[int], redact: Redactor | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
     inputs = [c for c in frame.columns if c not in outputs and c not in _STATUS_COLUMNS and c not in _QUESTION]
     columns = [*inputs, *outputs, "status", "error_message", "latency"]
@@ -140,15 +165,17 @@ def _rows(frame: pd.DataFrame, positions: list[int]) -> tuple[list[dict[str, Any
     options = frame["question_options"].tolist() if "question_options" in frame.columns else None
     rows = []
     for p in positions:
-        row: dict[str, Any] = {c: _cell(c, data[c][p]) for c in columns}
+        row: dict[str, Any] = {c: _cell(c, data[c][p], redact) for c in columns}
         row["__pos"] = p
         if options is not None and data["status"][p] == "paused" and isinstance(options[p], list):
-            row["__options"] = [str(o) for o in options[p]]
+            row["__options"] = [redact(str(o)) if redact else str(o) for o in options[p]]
         rows.append(row)
     return rows, columns
 
 
-def _compare(frame: pd.DataFrame, positions: list[int], variants: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+def _compare(
+    frame: pd.DataFrame, positions: list[int], variants: list[str], redact: Redactor | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
     grid = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     case_cols = [
@@ -168,10 +195,10 @@ def _compare(frame: pd.DataFrame, positions: list[int], variants: list[str]) -> 
         key = tuple(repr(data[c][p]) for c in case_cols)
         row = cases.get(key)
         if row is None:
-            row = cases[key] = {c: _cell(c, data[c][p]) for c in case_cols}
+            row = cases[key] = {c: _cell(c, data[c][p], redact) for c in case_cols}
             row["__pos"] = p
         for c in (*outputs, "status"):
-            row[f"{variants[p]}: {c}"] = _cell(c, data[c][p])
+            row[f"{variants[p]}: {c}"] = _cell(c, data[c][p], redact)
         if score is not None:
             raw.setdefault(key, {})[variants[p]] = (data["status"][p] == "succeeded", data[score][p], p)
     for key, seen in raw.items():

@@ -20,7 +20,7 @@ from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
-from nbflow._core.secrets import secret_texts
+from nbflow._core.secrets import Secret, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
 from nbflow._engine.caching import SAMPLE
@@ -495,6 +495,17 @@ def result_columns(cases: Cases) -> list[str]:
     return [*cases.columns, *cases.outputs, *STATUS_COLUMNS]
 
 
+def _keep_secrets(frame: pd.DataFrame, records: list[dict[str, Any]], columns: list[str]) -> None:
+    """Input columns holding an ``nf.Secret`` stay object columns: a string column would make its values plain
+    ``str``, and what shows the frame (``nf.explore``) could no longer tell them from ordinary text."""
+    import pandas as pd
+
+    for c in columns:
+        values = [r.get(c) for r in records]
+        if any(isinstance(v, Secret) for v in values):
+            frame[c] = pd.Series(values, index=frame.index, dtype=object)
+
+
 def _frame(state: State) -> pd.DataFrame:
     import pandas as pd
 
@@ -514,6 +525,7 @@ def _frame(state: State) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=columns) if records else pd.DataFrame(columns=columns)
     if cases.index is not None:
         frame.index = cases.index
+    _keep_secrets(frame, records, cases.columns)
     if "attempts" in frame:
         frame["attempts"] = frame["attempts"].astype("int64")
     if "latency" in frame:

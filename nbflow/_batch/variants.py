@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbflow._core.secrets import is_secret_name
+from nbflow._core.secrets import SCREEN_MASK, Secret, is_secret_name
 
 if TYPE_CHECKING:
     from nbflow._batch.rows import State
+    from nbflow._core.secrets import Redactor
 
 __all__ = ["ORDER", "attach_live_variants", "count_by_variant", "live_variants", "variant_labels"]
 
-MASK = "••••••"
+MASK = SCREEN_MASK
 # The order of the segments in a bar (and of the counts in its text).
 ORDER = ("succeeded", "failed", "paused", "cancelled", "running", "pending")
 
@@ -27,21 +28,23 @@ def short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def variant_labels(keys: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+def variant_labels(keys: Sequence[str], rows: Iterable[Sequence[Any]], redact: Redactor | None = None) -> list[str]:
     """A label per row's grid values: ``"gpt-4o"`` for one grid key, ``"model=gpt-4o, temperature=0.2"``
-    for several. A secret-named key's values never show: they are numbered in order of appearance
-    (``api_key=••••••#2``), so variants stay apart without their values reaching the screen."""
+    for several. A secret-named key's values (and ``nf.Secret`` values) never show: they are numbered in
+    order of appearance (``api_key=••••••#2``), so variants stay apart without their values reaching the
+    screen; ``redact`` masks the run's secret texts inside the others (before shortening: a cut secret
+    would still leak)."""
     secret = [is_secret_name(k) for k in keys]
     seen: list[dict[str, int]] = [{} for _ in keys]
     labels = []
     for values in rows:
         shown = []
         for j, v in enumerate(values):
-            if secret[j]:
+            if secret[j] or isinstance(v, Secret):
                 n = seen[j].setdefault(repr(v), len(seen[j]) + 1)
                 shown.append(f"{MASK}#{n}")
             else:
-                shown.append(short(v))
+                shown.append(short(redact(str(v)) if redact else v))
         labels.append(shown[0] if len(keys) == 1 else ", ".join(f"{k}={v}" for k, v in zip(keys, shown, strict=True)))
     return labels
 

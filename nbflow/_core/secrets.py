@@ -12,6 +12,8 @@ from typing import Any
 __all__ = ["REDACTED", "REDACTED_TEXT", "Redactor", "Secret", "env", "is_secret_name", "redact", "secret_texts"]
 
 REDACTED_TEXT = "[REDACTED]"
+# What a screen shows instead of a secret value (the run view, the explorer, variant labels).
+SCREEN_MASK = "••••••"
 """What replaces the text of a secret value inside a string written to disk (messages, tracebacks, outputs)."""
 
 # The one rule for secret names (stores, checkpoints, caches, batch ids, Dask and the widgets all ask

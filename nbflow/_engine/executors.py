@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from nbflow._core.config import config
@@ -288,8 +289,12 @@ async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
     name = g.spec.name
     pool = process_pool
     worker = await pool.acquire()
-    keep = False
+    keep = True  # cancelled at the checkpoint below: the worker did nothing, keep it
     try:
+        # Let the rows starting with this one take their workers first, so the thread budget counts them
+        # (a batch's first row would otherwise get every core's threads while the others start beside it).
+        await anyio.lowlevel.checkpoint()
+        keep = False
         threads = max(1, cores() // max(1, pool.busy))
         try:
             payload = cloudpickle.dumps((g.spec.func, kwargs, threads))

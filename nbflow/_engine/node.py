@@ -51,7 +51,7 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
         guard = MutationCheck.start(name, kwargs)  # nf.config.check_mutation: isolation.py
         args = isolate_inputs(kwargs)  # the node's own views of shared inputs (frames, arrays)
         if g.resources:  # the record keeps kwargs without them: resources are never stored
-            args = ready_kwargs(args, g.resources, run.inputs) or await resource_kwargs(args, g.resources, run.inputs)
+            args = ready_kwargs(args, g.resources, run) or await resource_kwargs(args, g.resources, run)
         if not g.plain:
             out = await run_control(g, rec, args, run)
         elif spec.is_async:
@@ -108,7 +108,7 @@ async def invoke(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run, li
     guard = MutationCheck.start(g.spec.name, kwargs)
     args = isolate_inputs(kwargs)
     if g.resources:  # per attempt: a factory that failed is built again on a retry
-        args = ready_kwargs(args, g.resources, run.inputs) or await resource_kwargs(args, g.resources, run.inputs)
+        args = ready_kwargs(args, g.resources, run) or await resource_kwargs(args, g.resources, run)
     if not g.plain:
         out = await run_control(g, rec, args, run, limits)  # validates its outputs itself
     else:

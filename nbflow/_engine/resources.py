@@ -27,6 +27,7 @@ from nbflow._core.errors import NbflowWarning, ResourceError
 from nbflow._core.missing import MISSING
 from nbflow._dsl.resource import ResourceSpec
 from nbflow._graph.graph import BoundResource
+from nbflow._record.run import Run
 
 __all__ = ["close_all", "close_specs", "live_count", "provide", "ready_kwargs", "resource_kwargs"]
 
@@ -63,33 +64,48 @@ def live_count() -> int:
     return sum(1 for lr in list(_LIVE.values()) for e in list(lr.entries.values()) if e.value is not MISSING)
 
 
+_generation = [0]
+"""Bumped whenever instances are closed: a run's table made before then is stale (``ready_kwargs``)."""
+
+
 def ready_kwargs(
-    kwargs: dict[str, Any], used: tuple[tuple[str, BoundResource], ...], inputs: Mapping[str, Any]
+    kwargs: dict[str, Any], used: tuple[tuple[str, BoundResource], ...], run: Run
 ) -> dict[str, Any] | None:
-    """The engine's fast path: ``kwargs`` plus the resources, when all are built on this loop (else None)."""
-    lr = _LIVE.get(asyncio.get_running_loop())
-    if lr is None:
+    """The engine's fast path: ``kwargs`` plus the resources, from the run's table (else None: not resolved yet).
+
+    A run resolves each resource once (``resource_kwargs`` fills ``run._resources``, on the loop it
+    runs on); every later node of the run pays a dict copy and one identity-keyed lookup per resource.
+    """
+    table = run._resources
+    if table is None or table[0] != _generation[0]:
         return None
-    entries = lr.entries
+    resolved = table[1]
     call = kwargs.copy()
     for param, bound in used:
-        key: Any = bound.spec
-        if bound.key_inputs:
-            key = (bound.spec, *(_frozen(inputs.get(n, d)) for n, d in bound.key_inputs))
-        entry = entries.get(key)
-        if entry is None or entry.value is MISSING:
+        value = resolved.get(bound, MISSING)
+        if value is MISSING:
             return None
-        call[param] = entry.value
+        call[param] = value
     return call
 
 
 async def resource_kwargs(
-    kwargs: dict[str, Any], used: tuple[tuple[str, BoundResource], ...], inputs: Mapping[str, Any]
+    kwargs: dict[str, Any], used: tuple[tuple[str, BoundResource], ...], run: Run
 ) -> dict[str, Any]:
-    """A copy of ``kwargs`` with each resource parameter filled in (the record keeps ``kwargs`` without them)."""
+    """A copy of ``kwargs`` with each resource parameter filled in (the record keeps ``kwargs`` without them).
+
+    Remembers each instance in the run's table (``run._resources``, transient: never pickled), which
+    ``Flow._execute`` empties when the run (re)starts, since a resumed run may run on another loop.
+    """
     call = dict(kwargs)
+    gen = _generation[0]
+    table = run._resources
+    if table is None or table[0] != gen:
+        table = run._resources = (gen, {})
+    resolved = table[1]
     for param, bound in used:
-        call[param] = await provide(bound, inputs)
+        value = call[param] = await provide(bound, run.inputs)
+        resolved[bound] = value
     return call
 
 
@@ -275,6 +291,7 @@ async def _close_entries(loop: asyncio.AbstractEventLoop, specs: frozenset[Resou
     if lr is None:
         return 0
     closing = []
+    _generation[0] += 1  # runs' tables may hold what closes now: they resolve again
     for key, entry in reversed(list(lr.entries.items())):
         spec = key[0] if isinstance(key, tuple) else key
         if specs is None or spec in specs:

@@ -42,13 +42,31 @@ def _limited(threads: int | None) -> Any:
     return threadpool_limits(limits=threads)
 
 
+# Read by BLAS/OpenMP libraries when they load: a library first imported *inside* a call starts with the
+# call's budget (threadpoolctl only reaches libraries already loaded). Set for the call only, and only
+# when the user has not set them; later calls adjust the loaded libraries through threadpoolctl.
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def _env_budget(threads: int | None) -> list[str]:
+    if not threads:
+        return []
+    added = [v for v in _THREAD_VARS if v not in os.environ]
+    for v in added:
+        os.environ[v] = str(threads)
+    return added
+
+
 def _result(func: Any, kwargs: dict[str, Any], threads: int | None) -> tuple[Any, ...]:
     limiter = _limited(threads)
+    added = _env_budget(threads)
     try:
         return ("ok", func(**kwargs))
     except BaseException as exc:
         return ("error", exc, "".join(traceback.format_exception(exc)))
     finally:
+        for v in added:
+            os.environ.pop(v, None)
         if limiter is not None:
             limiter.restore_original_limits()
 

@@ -54,14 +54,25 @@ def _fire(run: Run, version: int, loop: asyncio.AbstractEventLoop | None) -> Non
         run.resume(version=version)
     except ResumeConflictError:
         pass  # someone else resumed it first: nothing to do
+    except Exception as exc:  # e.g. the store file is gone: say so, never a bare thread traceback
+        _warn(exc)
 
 
 def _quiet(future: Any) -> None:
     if not future.cancelled():
         exc = future.exception()
         if exc is not None and not isinstance(exc, ResumeConflictError):
-            import warnings
+            _warn(exc)
 
-            from nbflow._core.errors import NbflowWarning
 
-            warnings.warn(f"an expired question could not resume its run: {exc!r}", NbflowWarning, stacklevel=1)
+def _warn(exc: BaseException) -> None:
+    import warnings
+
+    from nbflow._core.errors import NbflowWarning
+
+    warnings.warn(
+        f"a question of a paused run expired, but resuming the run failed: {type(exc).__name__}: {exc}; "
+        f"resume it yourself with run.resume()",
+        NbflowWarning,
+        stacklevel=1,
+    )

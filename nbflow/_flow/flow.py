@@ -599,11 +599,13 @@ class Flow:
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
         policies = self._resolved_policies()
+        run._resources = None  # resolved again on this loop (a resumed run may run on another one)
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
         try:
             await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
+            run._resources = None  # a finished run keeps no resource alive
             if ticker is not None:
                 ticker.cancel()
         if run.store is not None:
@@ -643,7 +645,11 @@ class Flow:
                 child.subscribe(forward)
         if attach is not None:
             attach(child)
-        await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
+        child._resources = None  # resolved on this loop (a resumed sub-flow may have run on another one)
+        try:
+            await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
+        finally:
+            child._resources = None  # a finished sub-flow run keeps no resource alive
         return child
 
     async def arun(

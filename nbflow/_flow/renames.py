@@ -73,7 +73,8 @@ def note_declared(flow: Flow, spec: NodeSpec, func: Any) -> None:
     """Remember where node ``spec`` was declared (in IPython only); checked when the cell ends."""
     shell = _shell()
     code = getattr(func, "__code__", None)
-    if shell is None or code is None:
+    events = getattr(shell, "events", None)
+    if shell is None or code is None or events is None:  # not IPython (or a shell without events)
         return
     parent = _parent(shell)
     cell = (parent.get("metadata") or {}).get("cellId")
@@ -82,8 +83,11 @@ def note_declared(flow: Flow, spec: NodeSpec, func: Any) -> None:
     _origins.setdefault(flow, {})[spec.name] = _Origin(place, code.co_firstlineno, str(execution), spec)
     _declared.append((weakref.ref(flow), spec.name))
     if id(shell) not in _hooked:
+        try:
+            events.register("post_run_cell", _after_cell)
+        except Exception:  # a diagnostic only: never fail a declaration over it
+            return
         _hooked.add(id(shell))
-        shell.events.register("post_run_cell", _after_cell)
 
 
 def _after_cell(*_args: Any) -> None:

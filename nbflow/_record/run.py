@@ -238,9 +238,10 @@ class Run:
         self._flow: Any = None
         self.store: Any = None
         """The checkpoint store this run is written to, if any."""
+        self._resources: Any = None  # this execution's resource instances (_engine/resources.py), never pickled
 
     # Runs are pickled into checkpoints (sub-flow runs): leave out what belongs to this process.
-    _TRANSIENT = ("_subscribers", "_resume_lock", "_flow", "graph", "store", "_root_ref")
+    _TRANSIENT = ("_subscribers", "_resume_lock", "_flow", "graph", "store", "_root_ref", "_resources")
 
     @property
     def _root(self) -> Run:
@@ -262,7 +263,7 @@ class Run:
         self.__dict__.update(state)
         self._subscribers = []
         self._resume_lock = threading.Lock()
-        self._flow = self.graph = self.store = None
+        self._flow = self.graph = self.store = self._resources = None
         self._root = self
 
     # --- state, used by the engine -------------------------------------------------------------

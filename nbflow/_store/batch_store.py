@@ -19,11 +19,15 @@ record (name, notes, grid, counts, summary...). Version 1 files are migrated in 
 their rows keep a ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
 
 ``data`` is a JSON object, column -> value. Values JSON keeps exactly (str, int, float, bool,
-None, and lists / str-keyed dicts of those) are stored as JSON; anything else (tuples, pydantic
-models, dataclasses, numpy values...) is pickled and stored as ``{"__nbflow_pickle__": base64}``.
+None, and lists / str-keyed dicts of those) are stored as JSON; plain data JSON cannot hold (tuples,
+DataFrames, numpy arrays, pydantic models, datetimes, Decimal, bytes, sets...) as
+``{"__nbflow_plain__": tagged JSON}`` (``plain.py``: reading it runs no code); anything else
+(dataclasses, arbitrary objects) is pickled, tagged with the writer's store key, and stored as
+``{"__nbflow_signed__": base64}``.
 
-Security: unpickling runs code chosen by whoever wrote the file. Only open stores you wrote
-yourself; ``load(..., unpickle=False)`` leaves pickled values as an opaque marker.
+Security: unpickling runs code chosen by whoever wrote the file, so a pickle without a valid tag of
+your key is refused (``UntrustedData``) unless ``allow_pickle=True``; ``load(..., unpickle=False)``
+leaves pickled values as an opaque marker.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
+from nbflow._store import plain
 from nbflow._store.checkpoint import ensure_schema, write_whole_run
 from nbflow._store.pickling import UntrustedData, json_exact, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
@@ -120,6 +125,7 @@ class PreparedRow:
 _PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
 _SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nbflow/_store/trust.py)
 _REDACTED = "__nbflow_redacted__"
+_PLAIN = "__nbflow_plain__"  # code-free tagged JSON (nbflow/_store/plain.py): no code runs on load
 
 
 class UnstorableValue(StoreError):
@@ -498,7 +504,7 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
 
 
 def _json_exact(value: Any) -> bool:
-    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED))
+    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED, _PLAIN))
 
 
 def _encode(value: Any, red: Redactor | None = None) -> Any:
@@ -506,6 +512,10 @@ def _encode(value: Any, red: Redactor | None = None) -> Any:
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
+    try:
+        return {_PLAIN: plain.encode(value, red)}
+    except plain.NotPlain:
+        pass
     data = sign_pickle(pickled(value, red))
     return {_SIGNED: base64.b64encode(data).decode("ascii")}
 
@@ -517,6 +527,8 @@ def _decode(value: Any, unpickle: bool, allow_pickle: bool = False) -> Any:
                 if not unpickle:
                     return {key: "(not unpickled)"}
                 return loads(base64.b64decode(value[key]), allow_pickle=allow_pickle)
+        if _PLAIN in value:
+            return plain.decode(value[_PLAIN])
         if _REDACTED in value:
             return "<redacted: secret not stored>"
     if type(value) is float and math.isnan(value):

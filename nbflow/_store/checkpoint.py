@@ -324,6 +324,7 @@ class CheckpointStore:
         answers = dict(run.answers)
         if key is not None:
             answers[key] = answer
+        written = dumps(answers, self._redactor(run))  # an answer may quote a secret (an option built from it)
         gone = self._interrupted.get(run.run_id, "")
         self.identity.check()
         try:
@@ -334,13 +335,13 @@ class CheckpointStore:
                     cur = self._db.execute(
                         "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, reason=NULL "
                         "WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ?",
-                        (status, dumps(answers), time.time(), owner, run.run_id, gone),
+                        (status, written, time.time(), owner, run.run_id, gone),
                     )
                 else:
                     cur = self._db.execute(
                         "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=? "
                         "WHERE run_id=? AND status='paused' AND pause_version=?",
-                        (status, dumps(answers), time.time(), owner, run.run_id, run.pause_version),
+                        (status, written, time.time(), owner, run.run_id, run.pause_version),
                     )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from nbflow._core.errors import FlowDefinitionError, NbflowWarning, StoreError
-from nbflow._core.secrets import Secret
+from nbflow._core.secrets import Redactor, Secret
 from nbflow._engine.caching import Unstorable
+from nbflow._store import plain
 from nbflow._store.pickling import StorePickler, loads, sign_pickle
 from nbflow._store.sqlite import Transaction, open_db, store_error
 
@@ -75,23 +76,11 @@ def _parquet(value: Any, secrets: tuple[str, ...]) -> bytes | None:
     kind = type(value)
     if kind.__name__ != "DataFrame" or kind.__module__.split(".")[0] != "pandas":
         return None
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
+    if not plain.frame_is_parquet_exact(value):  # the one rule of when parquet keeps a frame exactly
         return None
     import pandas as pd
 
-    if not all(isinstance(c, str) for c in value.columns) or value.columns.has_duplicates:
-        return None
-    texts = []
-    for col in value.columns:
-        series = value[col]
-        if series.dtype == object:
-            if pd.api.types.infer_dtype(series, skipna=True) not in ("string", "empty"):
-                return None
-            texts.append(series)
-        elif pd.api.types.is_string_dtype(series.dtype):
-            texts.append(series)
+    texts = [value[c] for c in value.columns if pd.api.types.is_string_dtype(value[c].dtype)]
     if secrets:  # parquet compresses: look for a secret in the text itself
         found = [*value.columns, *map(str, value.index[:0])]
         for series in texts:
@@ -113,13 +102,23 @@ def _loads(data: bytes, allow_pickle: bool = False) -> Any:
         import pandas as pd
 
         return pd.read_parquet(io.BytesIO(data[len(_PARQUET) :]))
-    return loads(data, allow_pickle=allow_pickle)
+    return loads(data, allow_pickle=allow_pickle)  # JSON and plain.py's form run no code either
 
 
 def _dumps(value: Any, secrets: tuple[str, ...] = ()) -> bytes:
     table = _parquet(value, secrets)
     if table is not None:
         return table
+    try:  # plain data (arrays, models, tuples, datetimes, frames inside containers...): no pickle
+        data = plain.to_bytes(value, Redactor(secrets), refuse_secrets=True)
+    except plain.SecretInValue:
+        raise Unstorable(_SECRET_WHY) from None
+    except plain.NotPlain:
+        pass
+    else:
+        if any(s.encode() in data for s in secrets):  # a secret too short for the Redactor
+            raise Unstorable(_SECRET_WHY)
+        return data
     buf = io.BytesIO()
     try:
         _CachePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)

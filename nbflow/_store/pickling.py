@@ -5,8 +5,9 @@ written before the package was split into layers still load (old class paths, wi
 Safe to open: ``loads`` never unpickles data without a valid tag unless ``allow_pickle=True``; it raises
 ``UntrustedData`` (a StoreError) instead, before a single byte is unpickled.
 
-Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBS1" + tag(32) +
-pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
+Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBT1" + ...``
+(plain data JSON cannot hold: DataFrames, arrays, models, tuples... - ``plain.py``, no code runs on
+load), ``b"NBS1" + tag(32) + pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nbflow._store import trust
 
 _JSON = b"NBJ1"
 _SIGNED = b"NBS1"
+_PLAIN = b"NBT1"  # nbflow/_store/plain.py: code-free tagged JSON + blobs
 _TAG = 32
 
 HOW_TO_TRUST = (
@@ -162,15 +164,22 @@ _encode_json = json.JSONEncoder(allow_nan=True).encode  # one encoder: json.dump
 
 
 def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
-    """``value`` as stored: JSON when JSON keeps it exactly, else a signed pickle; secrets' texts redacted."""
+    """``value`` as stored: JSON when JSON keeps it exactly, else the code-free form of ``plain.py``
+    (DataFrames, arrays, models, tuples, datetimes...), else a signed pickle; secrets' texts redacted."""
     t = type(value)
     if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
         return _JSON + _encode_json(value).encode()
     try:
-        plain = redactor.scrub(value) if redactor else value
-        if json_exact(plain):
-            return _JSON + _encode_json(plain).encode()
+        scrubbed = redactor.scrub(value) if redactor else value
+        if json_exact(scrubbed):
+            return _JSON + _encode_json(scrubbed).encode()
     except RecursionError:
+        pass
+    from nbflow._store import plain  # imported on first use: it is not needed by JSON-only stores
+
+    try:
+        return plain.to_bytes(value, redactor)
+    except plain.NotPlain:
         pass
     return sign_pickle(pickled(value, redactor))
 
@@ -212,6 +221,10 @@ def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
     data = bytes(data)
     if data[:4] == _JSON:
         return json.loads(data[4:])
+    if data[:4] == _PLAIN:
+        from nbflow._store import plain
+
+        return plain.from_bytes(data)
     if data[:4] == _SIGNED:
         tag, body = data[4 : 4 + _TAG], data[4 + _TAG :]
         if not (allow_pickle or trust.verify(body, tag)):

@@ -6,10 +6,39 @@ import os
 import sqlite3
 import threading
 from types import TracebackType
+from typing import Any
 
 from nbflow._core.errors import StoreError
 
-__all__ = ["FileIdentity", "Transaction", "open_db", "store_error"]
+__all__ = ["CorruptStore", "FileIdentity", "ReadOnlyStore", "StoreConnection", "Transaction", "open_db", "store_error"]
+
+_DAMAGED = ("malformed", "not a database", "file is encrypted", "corrupt")
+
+
+class ReadOnlyStore(StoreError):
+    """A write to a store that can only be read (read-only file, folder or file system)."""
+
+
+class CorruptStore(StoreError):
+    """SQLite found a damaged page in the store file (raised wherever it is read, never a raw sqlite3 error)."""
+
+
+def damaged(exc: sqlite3.Error, path: str | os.PathLike[str]) -> CorruptStore | None:
+    """A CorruptStore naming the file and the fix if ``exc`` says the file is damaged, else None."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) or not any(d in text for d in _DAMAGED):
+        return None
+    shown = os.fspath(path)
+    if "not a database" in text or "file is encrypted" in text:
+        return CorruptStore(
+            f"{shown!r} is not a readable nbflow store ({text}); it was left untouched - use another path"
+        )
+    return CorruptStore(
+        f"store {shown!r} is damaged ({text}): a page of the file is corrupt, so nbflow cannot trust what it holds "
+        f"and stopped before using it. Restore the file from a backup, or copy what is still readable into a new "
+        f"file with the sqlite3 shell (`sqlite3 {shown} .recover | sqlite3 recovered.db`) and use that one; or "
+        f"start over with another path"
+    )
 
 
 def store_error(exc: sqlite3.Error, path: str | os.PathLike[str], timeout: float) -> StoreError:
@@ -21,25 +50,136 @@ def store_error(exc: sqlite3.Error, path: str | os.PathLike[str], timeout: float
             f"store {shown!r} is locked by another process (waited {timeout:g}s); close the other "
             f"notebook/process using it, or use another file; nothing was written"
         )
-    if "not a database" in text or "malformed" in text or "file is encrypted" in text:
-        return StoreError(
-            f"{shown!r} is not a readable nbflow store ({text}); it was left untouched - use another path"
+    found = damaged(exc, path)
+    if found is not None:
+        return found
+    if "readonly database" in text or "read-only" in text:
+        return ReadOnlyStore(
+            f"store {shown!r} is read-only (a read-only file, folder or disk): it can be read (nf.load_run, "
+            f"nf.load_batch, nf.BatchStore(...).load) but nothing can be written to it ({text}). To resume a run "
+            f"or a batch, or to add to it, copy the file to a writable folder and use the copy"
         )
     return StoreError(f"store {shown!r}: {text}")
 
 
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose damaged-file errors are CorruptStore (a StoreError), wherever a read meets the bad page."""
+
+    def _fail(self, exc: sqlite3.Error) -> BaseException:
+        found = damaged(exc, getattr(self.connection, "path", "?"))
+        return exc if found is None else found
+
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from None
+
+    def executemany(self, sql: str, seq_of_parameters: Any) -> Any:
+        try:
+            return super().executemany(sql, seq_of_parameters)
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from None
+
+    def executescript(self, sql_script: str) -> Any:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from None
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from None
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from None
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from None
+
+
+class StoreConnection(sqlite3.Connection):
+    """The stores' connection: a damaged file raises CorruptStore naming it and the fix (``damaged``)."""
+
+    path: str = "?"
+    read_only = False  # opened as an immutable read-only copy (``open_db``)
+
+    def cursor(self, factory: Any = _Cursor) -> Any:
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any) -> Any:
+        return self.cursor().executemany(sql, parameters)
+
+    def executescript(self, sql_script: str) -> Any:
+        return self.cursor().executescript(sql_script)
+
+
 def open_db(path: str | os.PathLike[str], timeout: float = 5.0) -> sqlite3.Connection:
-    """A connection in WAL mode (autocommit; use ``Transaction``); StoreError if the file is unusable."""
+    """A connection in WAL mode (autocommit; use ``Transaction``); StoreError if the file is unusable.
+
+    A store that cannot be written (a read-only file, folder or disk: SQLite cannot make the ``-shm``
+    file WAL mode needs) is opened read-only and immutable (``?mode=ro&immutable=1``): it reads, and a
+    write raises ReadOnlyStore saying so.
+    """
+    shown = os.fspath(path)
     try:
-        db = sqlite3.connect(os.fspath(path), timeout=timeout, check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(
+            shown, timeout=timeout, check_same_thread=False, isolation_level=None, factory=StoreConnection
+        )
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the store {os.fspath(path)!r}: {exc}; check the path and permissions") from None
+        if _cannot_write(shown):
+            return _open_read_only(shown, timeout)
+        raise StoreError(f"cannot open the store {shown!r}: {exc}; check the path and permissions") from None
+    db.path = shown
     try:
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed transaction survives a process crash (not a power cut).
         db.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.Error as exc:
         db.close()
+        if _cannot_write(shown):
+            return _open_read_only(shown, timeout)
+        raise store_error(exc, path, timeout) from None
+    return db
+
+
+def _cannot_write(path: str) -> bool:
+    """The file exists and this process may not write it or its folder (permissions or a read-only disk)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return os.path.isfile(path) and not (os.access(path, os.W_OK) and os.access(folder, os.W_OK))
+
+
+def _open_read_only(path: str, timeout: float) -> sqlite3.Connection:
+    from pathlib import Path
+
+    wal = path + "-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        # Immutable mode would ignore what the log holds (recent rows): refuse rather than read too little.
+        raise ReadOnlyStore(
+            f"store {path!r} cannot be written, and its write-ahead log {wal!r} still holds changes that SQLite "
+            f"can only read by creating {path + '-shm'!r} next to it. Copy the store and its -wal file to a "
+            f"writable folder and open the copy (or open it once where it is writable, which folds the log in)"
+        )
+    uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(
+            uri, uri=True, timeout=timeout, check_same_thread=False, isolation_level=None, factory=StoreConnection
+        )
+        db.path = path
+        db.read_only = True
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
         raise store_error(exc, path, timeout) from None
     return db
 

@@ -53,7 +53,7 @@ class BatchProgressWidget:
 
     def show_variants(self, counts: Callable[[], list[dict[str, Any]]], explore: Callable[[], Any] | None) -> None:
         """Also draw one bar per grid combination, counts by status, from ``counts()`` at every update;
-        when the batch ends, ``explore()`` (the results explorer) is shown below the bars."""
+        when the batch ends, ``explore()`` (the results explorer, with the same bars) takes their place."""
         self._counts, self._explore = counts, explore
         self.variants = widgets.HTML(value=variant_bars(counts()))
         self.box.children = (*self.box.children, self.variants)
@@ -71,7 +71,8 @@ class BatchProgressWidget:
         self.update(state)
         if self._explore is not None and self.explorer is None:
             self.explorer = self._explore()
-            self.box.children = (*self.box.children, self.explorer)
+            # the explorer draws the same per-variant bars above its table: it takes their place
+            self.box.children = (*(c for c in self.box.children if c is not self.variants), self.explorer)
         if state.stopped:
             self.bar.bar_style = _STYLES["stopped"]
         elif state.failed:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nbflow._core.secrets import SCREEN_MASK, is_secret_name
 from nbflow._core.secrets import Redactor as _CoreRedactor
-from nbflow._core.secrets import is_secret_name
 
 __all__ = ["MASK", "Redactor", "is_secret_name", "mask_mapping"]
 
-MASK = "••••••"
+MASK = SCREEN_MASK
 
 
 def mask_mapping(values: Mapping[Any, Any]) -> dict[Any, Any]:

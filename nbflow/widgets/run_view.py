@@ -459,7 +459,7 @@ class RunView(anywidget.AnyWidget):
                     "node": q.node,
                     "prompt": redact(q.prompt),
                     "data": data,
-                    "options": [str(o) for o in q.options] if q.options else [],
+                    "options": [redact(str(o)) for o in q.options] if q.options else [],
                     "version": version,
                     "asked": datetime.fromtimestamp(q.asked_at).strftime("%H:%M:%S"),
                 }
@@ -474,9 +474,13 @@ class RunView(anywidget.AnyWidget):
             return
         question = (getattr(run, "pending", None) or {}).get(key)
         if question is not None and question.options and value not in question.options:
-            self.answer_status = {**self.answer_status, key: f"unknown option {value!r}"}
-            return
-        self.answer_status = {**self.answer_status, key: f"resuming with {repr(value)[:100]}…"}
+            # the browser was sent the options redacted: a click sends back the redacted text
+            shown = {self._redact(str(o)): o for o in question.options}
+            if value not in shown:
+                self.answer_status = {**self.answer_status, key: f"unknown option {self._redact(repr(value))}"}
+                return
+            value = shown[value]
+        self.answer_status = {**self.answer_status, key: f"resuming with {self._redact(repr(value))[:100]}…"}
         when = datetime.now().strftime("%H:%M:%S")
         node = question.node if question is not None else key.split("#")[0]
         prompt = question.prompt if question is not None else key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pickle
 import threading
 from typing import ClassVar
@@ -389,3 +390,96 @@ def test_the_graph_view_draws_resources_apart_with_their_users():
 
     svg = render_svg(flow.graph)
     assert svg is not None and 'id="resource&#45;llm"' in svg
+
+
+def test_a_run_resumed_on_another_loop_gets_that_loops_instance():
+    flow = nf.Flow("res_resume")
+
+    @flow.resource
+    async def llm() -> Client:
+        return Client()
+
+    @flow.node
+    async def first(q: str, llm: Client) -> str:
+        return await llm.ask(q)
+
+    @flow.node
+    def gate(first: str) -> str:
+        return nf.ask("go on?", options=["yes", "no"])
+
+    @flow.node
+    async def second(gate: str, llm: Client) -> str:
+        return await llm.ask(gate)  # Client asserts it is used on its own loop
+
+    with _loop_in_thread() as other:  # stays alive (like the kernel's loop): its instance is not closed
+        run = asyncio.run_coroutine_threadsafe(flow.arun(q="a", show=False), other).result(30)
+        assert run.status is nf.RunStatus.PAUSED and len(Client.made) == 1
+        done = flow.resume(run, "yes")  # no loop running here: a new loop, which builds its own instance
+    assert done.status is nf.RunStatus.SUCCEEDED, done.summary()
+    assert done["second"] == "c:yes" and len(Client.made) == 2
+    assert done._resources is None  # a finished run keeps no instance alive
+    assert "_resources" not in done.__getstate__()  # never pickled into a checkpoint
+
+
+def test_a_resource_closed_during_a_run_is_resolved_again_by_its_later_nodes():
+    flow = nf.Flow("res_close_mid")
+
+    @flow.resource
+    async def llm() -> Client:
+        return Client()
+
+    @flow.node
+    async def first(q: str, llm: Client) -> str:
+        out = await llm.ask(q)
+        await flow.aclose()  # e.g. flow.close() from another cell while the run goes on
+        return out
+
+    @flow.node
+    async def second(first: str, llm: Client) -> str:
+        return await llm.ask(first)  # a closed Client raises: the run's table must not hand it out
+
+    run = asyncio.run(flow.arun(q="a", show=False))
+    assert run.status is nf.RunStatus.SUCCEEDED, run.summary()
+    assert run["second"] == "c:c:a" and len(Client.made) == 2 and Client.made[0].closed == 1
+
+
+def test_a_sub_flow_paused_on_one_loop_and_resumed_on_another_uses_that_loops_instance():
+    child = nf.Flow("res_child")
+
+    @child.resource
+    async def llm() -> Client:
+        return Client()
+
+    @child.node
+    async def before(q: str, llm: Client) -> str:
+        return await llm.ask(q)
+
+    @child.node
+    def gate(before: str) -> str:
+        return nf.ask("go on?", options=["yes", "no"])
+
+    @child.node
+    async def after(gate: str, llm: Client) -> str:
+        return await llm.ask(gate)
+
+    parent = nf.Flow("res_parent")
+    parent.add(child, name="sub")
+
+    with _loop_in_thread() as other:  # stays alive (like the kernel's loop): its instance is not closed
+        run = asyncio.run_coroutine_threadsafe(parent.arun(q="a", show=False), other).result(30)
+        assert run.status is nf.RunStatus.PAUSED
+        done = parent.resume(run, "yes")  # here, a new loop: the sub-flow's later node gets this loop's instance
+    assert done.status is nf.RunStatus.SUCCEEDED, done.summary()
+    assert len(Client.made) == 2
+
+
+@contextlib.contextmanager
+def _loop_in_thread():
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)

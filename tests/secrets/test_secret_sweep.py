@@ -120,3 +120,19 @@ def test_env_reads_a_secret_and_refuses_a_missing_variable(monkeypatch):
         nf.env("NBFLOW_SWEEP_KEY")
     assert nf.env("NBFLOW_SWEEP_KEY", default="d-123") == "d-123"
     assert os.environ.get("NBFLOW_SWEEP_KEY") is None
+
+
+def test_an_answer_quoting_a_secret_is_written_redacted(tmp_path):
+    flow = nf.Flow("sweep_answer")
+
+    @flow.node
+    def ask_user(HF_TOKEN: str) -> str:
+        return nf.ask("which one?", options=["yes", f"no, not {HF_TOKEN}"])
+
+    db = tmp_path / "answer.db"
+    run = flow.run(HF_TOKEN=SECRETS["HF_TOKEN"], store=str(db), show=False)
+    done = flow.resume(run, f"no, not {SECRETS['HF_TOKEN']}")
+    assert done.status is nf.RunStatus.SUCCEEDED
+    assert done["ask_user"] == f"no, not {SECRETS['HF_TOKEN']}"  # in memory: the real answer
+    assert_clean([p for p in tmp_path.rglob("*") if p.is_file()])
+    assert nf.load_run(str(db), run.run_id).answers == {"ask_user#0": "no, not [REDACTED]"}

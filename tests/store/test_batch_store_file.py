@@ -17,6 +17,14 @@ class Answer(pydantic.BaseModel):
     score: float
 
 
+class Opaque:  # nothing but pickle can represent it
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.n == self.n
+
+
 def test_a_new_store_has_a_versioned_schema_in_wal_mode(tmp_path):
     db = tmp_path / "s.db"
     nf.BatchStore(db).close()
@@ -40,7 +48,7 @@ def test_an_unknown_schema_version_is_refused(tmp_path):
         nf.BatchStore(db)
 
 
-def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path):
+def test_values_round_trip_exactly_json_then_code_free_then_pickle(tmp_path):
     values = {
         "s": "text",
         "i": 3,
@@ -53,6 +61,7 @@ def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path
         "tuple": (1, 2),
         "intkeys": {1: "a"},
         "model": Answer(text="t", score=0.25),
+        "object": Opaque(7),
     }
     with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b", "flow", 1, list(values))
@@ -65,13 +74,14 @@ def test_values_round_trip_exactly_json_where_possible_pickle_otherwise(tmp_path
     assert data == {k: v for k, v in values.items() if k != "nan"}
     assert type(data["tuple"]) is tuple and isinstance(data["model"], Answer)
     assert '"s": "text"' in raw and '"list": [1, "a", [2.5]]' in raw  # plain JSON, readable
-    assert "__nbflow_signed__" in raw  # a pickle tagged with the writer's store key
+    assert raw.count("__nbflow_plain__") == 3  # tuple, int keys, model: code-free
+    assert raw.count("__nbflow_signed__") == 1  # only the object: a pickle tagged with the writer's key
 
 
 def test_pickled_values_are_left_alone_unless_unpickle(tmp_path):
     with nf.BatchStore(tmp_path / "s.db") as store:
         store.begin_batch("b", "flow", 1, ["x"])
-        store.write_row("b", 0, None, "succeeded", {"x": (1, 2)})
+        store.write_row("b", 0, None, "succeeded", {"x": Opaque(2)})
         assert store.rows("b", unpickle=False)[0].data == {"x": {"__nbflow_signed__": "(not unpickled)"}}
 
 

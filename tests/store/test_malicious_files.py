@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pickle
 import sqlite3
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -176,3 +179,59 @@ def test_your_own_files_open_without_any_option(tmp_path: Path) -> None:
         warnings.simplefilter("error")
         back = nf.load_run(tmp_path / "r.db", run.run_id)
     assert back["make"] == (1, {"k": {1, 2}})
+
+
+def test_load_batch_experiments_explore_and_compare_execute_nothing(files: dict) -> None:
+    (experiment,) = nf.experiments(files["batch"])["batch_id"]
+    with pytest.raises(nf.StoreError, match="allow_pickle"):
+        nf.load_batch(files["batch"], experiment)
+    frame = nf.load_batch(files["batch"], experiment, unpickle=False)  # markers, not values
+    assert list(frame.status) == ["succeeded", "succeeded"]
+    nf.compare(frame, frame, scores="x")
+    nf.explore(frame)
+    assert not files["marker"].exists()
+
+
+EVIL_SOURCE = "import pathlib\npathlib.Path({marker!r}).mkdir()\nimport nbflow as nf\nflow = nf.Flow('mal_run')\n"
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "NBFLOW_STORE_KEY"}
+    return subprocess.run(
+        [sys.executable, "-m", "nbflow", *args],
+        cwd=cwd,
+        env={**env, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+@pytest.mark.parametrize("tagged", [False, True], ids=["untagged", "tagged-with-the-author-key"])
+def test_cli_show_and_resume_never_load_a_source_the_file_names(
+    files: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tagged: bool
+) -> None:
+    """The CLI remembers where a stored flow is defined, in the store: a file naming a source of its
+    author's choice (a .py file that runs code) must not get it imported by `nbflow show/resume`."""
+    evil = tmp_path / "evil_flow.py"
+    evil.write_text(EVIL_SOURCE.format(marker=str(files["marker"])))
+    source = f"{evil}:flow"
+    if tagged:
+        from nbflow._cli_io import remember_source
+
+        monkeypatch.setenv("NBFLOW_STORE_KEY", "the author's key, not yours")
+        remember_source(str(files["runs"]), "mal_run", source)
+        monkeypatch.delenv("NBFLOW_STORE_KEY")
+    else:
+        with sqlite3.connect(files["runs"]) as raw:
+            raw.execute("INSERT OR REPLACE INTO nbflow_meta VALUES ('cli_source:mal_run', ?)", (source,))
+    shown = _cli(tmp_path, "show", str(files["runs"]), files["run_id"])
+    assert shown.returncode != 0 and "allow_pickle" in shown.stderr, shown.stderr
+    resumed = _cli(tmp_path, "resume", str(files["runs"]), files["run_id"], "--answer", '"yes"')
+    assert resumed.returncode != 0 and "--flow" in resumed.stderr, resumed.stderr
+    listed = _cli(tmp_path, "show", str(files["batch"]))
+    assert listed.returncode == 0, listed.stderr
+    (batch_id,) = nf.experiments(files["batch"])["batch_id"]
+    batch = _cli(tmp_path, "show", str(files["batch"]), batch_id)
+    assert batch.returncode != 0 and "allow_pickle" in batch.stderr, batch.stderr
+    assert not files["marker"].exists()

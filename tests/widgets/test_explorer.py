@@ -91,3 +91,30 @@ def test_answering_a_paused_row_in_the_explorer(comm_log: list[Any]) -> None:
     view.table._handle_custom_msg({"type": "answer", "pos": 1, "answer": "no"}, [])
     assert list(df["status"]) == ["paused", "succeeded"] and df.loc[1, "review"] == "no"
     assert view.table.rows[1]["status"] == "succeeded" and "__options" not in view.table.rows[1]
+
+
+def test_the_explorer_redacts_secret_text_in_outputs_errors_questions_and_plain_named_secrets(comm_log) -> None:
+    flow = nf.Flow("explore_leaky")
+
+    @flow.node
+    def echo(hfToken: str, config: dict, openai: str) -> dict:
+        return {"auth": f"Bearer {hfToken}", "kebab": config["db-password"], "plain": openai + "!"}
+
+    @flow.node
+    def fail(echo: dict, openai: str) -> int:
+        raise PermissionError(f"invalid key {openai}")
+
+    rows = [
+        {"hfToken": "tok-camel-0001", "config": {"db-password": "pw-kebab-0002"}, "openai": nf.Secret("sk-plain-0003")}
+        for _ in range(4)
+    ]
+    df = flow.batch(rows, progress=False, keep="all", outputs=["echo", "fail"])
+    assert isinstance(df["openai"].iloc[0], nf.Secret)  # kept as itself in the frame, not turned into a plain str
+    view = nf.explore(df)
+    for pos in range(len(df)):
+        widget_comm.frontend_sends(view.table, type="open", pos=pos)
+    widget_comm.frontend_sends(view.table, type="query", status="failed", page=0)
+    sent = repr(comm_log)
+    assert "Bearer" in sent and "invalid key" in sent  # the leaky text was sent, redacted
+    for secret in ("tok-camel-0001", "pw-kebab-0002", "sk-plain-0003"):
+        assert secret not in sent

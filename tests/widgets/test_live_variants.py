@@ -119,6 +119,7 @@ async def test_the_kernel_widget_draws_a_bar_per_variant_then_the_explorer(comm_
     assert 'title="1 failed" style="width:12.500%;background:#e03131"' in final
     assert any("running" in v for v in seen[:-1]) and "running" not in final
     assert isinstance(widget.explorer, ExplorerView) and widget.explorer in widget.box.children
+    assert widget.variants not in widget.box.children  # the explorer's own bars take their place
     assert widget.explorer.table.range_text == "1–16 of 16"
     assert "sk-SECRET" not in str(widget.explorer.table.rows) and "sk-SECRET" not in final
 

@@ -762,3 +762,23 @@ async def test_re_running_a_cell_closes_the_views_of_its_previous_execution(
     parent["header"] = {"msg_id": "exec-3"}
     flow.run(n=4)  # another cell does not close this one's view
     assert kernel.shown[2].comm is not None
+
+
+async def test_question_options_quoting_a_secret_are_masked_and_a_click_on_one_answers_with_the_real_option(
+    comm_log: list[Any],
+) -> None:
+    flow = nf.Flow("secret_options")
+
+    @flow.node
+    async def pick(hf_token: str) -> str:
+        return await nf.ask(f"use {hf_token}?", options=["yes", f"no, not {hf_token}"])
+
+    run = await flow.arun(hf_token="hf_option_secret_01", show=False)
+    view = RunView(run)
+    (card,) = view.questions
+    assert card["options"] == ["yes", "no, not ••••••"] and "hf_option_secret_01" not in card["prompt"]
+    frontend_sends(view, kind="answer", key=card["key"], value="no, not ••••••", comment="", how="the button")
+    assert "hf_option_secret_01" not in view.answer_status[card["key"]]
+    await view._answer_task
+    assert run.status is nf.RunStatus.SUCCEEDED and run["pick"] == "no, not hf_option_secret_01"
+    assert "hf_option_secret_01" not in repr(comm_log)
