@@ -306,13 +306,18 @@ def _check_grid_keys(
         )
 
 
+# json.dumps(..., sort_keys=True, default=repr) with one encoder: dumps builds a new one per call with
+# non-default options, which was most of the per-row cost of the two keys below.
+_key_json = json.JSONEncoder(sort_keys=True, default=repr).encode
+
+
 def content_key(row: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]], skip: set[str] | None = None) -> str:
     """A digest of what the row runs with: its values (secret columns left out) and its variants' values."""
     if skip is None:
         skip = {c for c in row if is_secret_name(c)}
     values = {k: "***" if isinstance(v, Secret) else v for k, v in row.items() if k not in skip}
     used = {k: variants[k][row[k]] for k in variants if k in row}
-    text = json.dumps([values, used] if used else values, sort_keys=True, default=repr)
+    text = _key_json([values, used] if used else values)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -344,7 +349,7 @@ def batch_key(flow: str, cases: Cases, secret: Iterable[str]) -> str:
     h.update(json.dumps(head, sort_keys=True).encode())
     for case in cases.cases:
         values = {k: "***" if isinstance(v, Secret) else v for k, v in case.row.items() if k not in skip}
-        h.update(json.dumps(values, sort_keys=True, default=repr).encode())
+        h.update(_key_json(values).encode())
         h.update(b"\n")
     if cases.variants:  # the values named variants stand for (editing a prompt makes a new batch)
         h.update(json.dumps(cases.variants, sort_keys=True, default=repr).encode())

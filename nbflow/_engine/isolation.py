@@ -72,7 +72,13 @@ def isolate_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``kwargs`` with every value isolated (the same dict when nothing needed it)."""
     if not kwargs or ("pandas" not in sys.modules and "numpy" not in sys.modules):
         return kwargs
-    return {k: isolate(v) for k, v in kwargs.items()}
+    for v in kwargs.values():  # most inputs are plain values: keep the dict, build no copy
+        if type(v) not in _PLAIN:
+            return {k: isolate(v) for k, v in kwargs.items()}
+    return kwargs
+
+
+_PLAIN = frozenset({int, float, str, bool, bytes, type(None), complex})  # never a frame or an array
 
 
 class MutationCheck:
