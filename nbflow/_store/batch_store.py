@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
-from nbflow._store import plain
 from nbflow._store.checkpoint import ensure_schema, write_whole_run
 from nbflow._store.pickling import UntrustedData, json_exact, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
@@ -512,6 +511,8 @@ def _encode(value: Any, red: Redactor | None = None) -> Any:
         return value
     if _is_secret_value(value):
         return {_REDACTED: True}
+    from nbflow._store import plain  # on first use: JSON-only rows never need it (import cost)
+
     try:
         return {_PLAIN: plain.encode(value, red)}
     except plain.NotPlain:
@@ -528,6 +529,8 @@ def _decode(value: Any, unpickle: bool, allow_pickle: bool = False) -> Any:
                     return {key: "(not unpickled)"}
                 return loads(base64.b64decode(value[key]), allow_pickle=allow_pickle)
         if _PLAIN in value:
+            from nbflow._store import plain
+
             return plain.decode(value[_PLAIN])
         if _REDACTED in value:
             return "<redacted: secret not stored>"

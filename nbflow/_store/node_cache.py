@@ -26,7 +26,6 @@ from typing import Any
 from nbflow._core.errors import FlowDefinitionError, NbflowWarning, StoreError
 from nbflow._core.secrets import Redactor, Secret
 from nbflow._engine.caching import Unstorable
-from nbflow._store import plain
 from nbflow._store.pickling import StorePickler, loads, sign_pickle
 from nbflow._store.sqlite import Transaction, open_db, store_error
 
@@ -76,6 +75,8 @@ def _parquet(value: Any, secrets: tuple[str, ...]) -> bytes | None:
     kind = type(value)
     if kind.__name__ != "DataFrame" or kind.__module__.split(".")[0] != "pandas":
         return None
+    from nbflow._store import plain  # on first use (import cost of `import nbflow`)
+
     if not plain.frame_is_parquet_exact(value):  # the one rule of when parquet keeps a frame exactly
         return None
     import pandas as pd
@@ -109,6 +110,8 @@ def _dumps(value: Any, secrets: tuple[str, ...] = ()) -> bytes:
     table = _parquet(value, secrets)
     if table is not None:
         return table
+    from nbflow._store import plain
+
     try:  # plain data (arrays, models, tuples, datetimes, frames inside containers...): no pickle
         data = plain.to_bytes(value, Redactor(secrets), refuse_secrets=True)
     except plain.SecretInValue:
