@@ -22,7 +22,6 @@ import statistics
 import sys
 import time
 import timeit
-import uuid
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -30,9 +29,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import nbflow as nf
-from nbflow._graph.graph import validate_inputs
-from nbflow._record.run import Run
-from nbflow._store.checkpoint import open_store
 
 
 def make_flow(cls: type[nf.Flow] = nf.Flow) -> nf.Flow:
@@ -53,38 +49,30 @@ def make_flow(cls: type[nf.Flow] = nf.Flow) -> nf.Flow:
     return flow
 
 
-class FlowWithoutHook(nf.Flow):
-    """``nf.Flow`` whose ``_prepare`` is the one ``arun`` calls, as written, minus the tracing check."""
+def _prepare_without_hook() -> Any:
+    """``Flow._prepare`` as the installed nbflow has it, minus the tracing check (its source, edited).
 
-    def _prepare(  # type: ignore[override]
-        self,
-        inputs: Any,
-        kw: Any,
-        targets: Any,
-        overrides: Any,
-        on_event: Any,
-        store: Any = None,
-        trace: Any = None,
-    ) -> Any:
-        merged = dict(inputs or {})
-        merged.update(kw)
-        overrides = dict(overrides or {})
-        if isinstance(targets, str):
-            targets = [targets]
-        graph = self.graph
-        plan = graph.plan(merged, targets, overrides)
-        validate_inputs(graph, plan, merged)
-        run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
-        run.graph = graph
-        run._flow = self
-        run.targets = tuple(targets) if targets is not None else None
-        if on_event is not None:
-            run.subscribe(on_event)
-        store = store if store is not None else self.store
-        if store is not None:
-            open_store(store).track(run)
-        self.last_run = run
-        return graph, plan, run, merged, overrides
+    Made from the real source each time, so the baseline never drifts from the run path it measures
+    (a hand-copied version went stale when ``_prepare`` gained ``keep=``/``save=``).
+    """
+    import inspect
+    import textwrap
+
+    import nbflow._flow.flow as flow_module
+
+    lines = textwrap.dedent(inspect.getsource(nf.Flow._prepare)).splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("if trace is not None or config.trace"))
+    end = next(i for i in range(start + 1, len(lines)) if "attach(run, trace" in lines[i])
+    source = "\n".join(lines[:start] + lines[end + 1 :])
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<_prepare without the tracing check>", "exec"), vars(flow_module), namespace)
+    return namespace["_prepare"]
+
+
+class FlowWithoutHook(nf.Flow):
+    """``nf.Flow`` whose ``_prepare`` (where a run is created) is the real one minus the tracing check."""
+
+    _prepare = _prepare_without_hook()
 
 
 async def no_hook(flow: nf.Flow, n: int) -> None:
