@@ -125,3 +125,55 @@ def test_cooldown_options_are_checked():
         flow.batch(ROWS, max_consecutive_failures=2, cooldown=-1)
     with pytest.raises(nf.BatchError, match="max_cooldowns"):
         flow.batch(ROWS, max_consecutive_failures=2, cooldown=1, max_cooldowns=0)
+
+
+CTRL_C_SCRIPT = r"""
+import json, sys
+import nbflow as nf
+
+flow = nf.Flow("down")
+
+@flow.node
+async def call(i: int) -> int:
+    if i >= 3:
+        raise ConnectionError("503 service unavailable")
+    return i
+
+class Announce:
+    said = False
+    def update(self, state):
+        if "paused" in state.text() and not self.said:
+            self.said = True
+            print("PAUSED", flush=True)
+    def close(self, state):
+        pass
+
+try:
+    flow.batch([{"i": i} for i in range(8)], concurrency=1, max_consecutive_failures=2, cooldown=300,
+               store=sys.argv[1], experiment="night", progress=Announce())
+except nf.BatchInterrupted as stop:
+    print(json.dumps(stop.frame["status"].tolist()), flush=True)
+"""
+
+
+def test_ctrl_c_during_a_cool_down_keeps_every_finished_row_and_the_store_records_the_pause(tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "PAUSED", proc.communicate(timeout=60)
+    proc.send_signal(signal.SIGINT)  # a real Ctrl-C, 300 s before the cool-down would end
+    out, err = proc.communicate(timeout=60)
+    # rows 0-2 succeed, 3-4 fail (2 in a row): the breaker pauses; the interrupt keeps every finished row
+    assert json.loads(out.strip().splitlines()[-1]) == ["succeeded"] * 3 + ["failed"] * 2 + ["pending"] * 3, err
+    with nf.BatchStore(db) as store:
+        info = store.batch_info("night")
+        stored = store.load("night")
+    assert len(info["meta"]["cooldowns"]) == 1
+    assert sorted(stored["status"].tolist()) == ["failed"] * 2 + ["succeeded"] * 3  # every finished row, stored
