@@ -686,23 +686,8 @@ class Flow:
         ``trace`` sends the run's spans to OpenTelemetry: ``"otel"`` (the global tracer provider), a
         TracerProvider, or False (off for this call); default ``nbflow.config.trace``. See docs/tracing.md.
         """
-        _check_concurrency(concurrency)
-        self._check_deadline(
-            timeout,
-            inputs,
-            "arun",
-            targets=targets,
-            overrides=overrides,
-            concurrency=concurrency,
-            on_event=on_event,
-            store=store,
-            show=show,
-            keep=keep,
-            save=save,
-            trace=trace,
-        )
-        graph, plan, run, merged, overrides = self._prepare(
-            inputs, kw, targets, overrides, on_event, store, keep, save, trace
+        graph, plan, run, merged, overrides = self._begin(
+            "arun", inputs, kw, targets, overrides, concurrency, on_event, store, timeout, show, keep, save, trace
         )
         auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
@@ -734,23 +719,8 @@ class Flow:
         ``save={"features": "out/features.parquet"}`` writes outputs to files (``run.saved``; ``nf.load``).
         With ``nf.config.raise_on_failure`` a run that did not succeed raises ``RunFailedError``.
         """
-        _check_concurrency(concurrency)
-        self._check_deadline(
-            timeout,
-            inputs,
-            "run",
-            targets=targets,
-            overrides=overrides,
-            concurrency=concurrency,
-            on_event=on_event,
-            store=store,
-            show=show,
-            keep=keep,
-            save=save,
-            trace=trace,
-        )
-        graph, plan, run, merged, overrides = self._prepare(
-            inputs, kw, targets, overrides, on_event, store, keep, save, trace
+        graph, plan, run, merged, overrides = self._begin(
+            "run", inputs, kw, targets, overrides, concurrency, on_event, store, timeout, show, keep, save, trace
         )
         auto_show(run, None, show)
         done = run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
@@ -789,33 +759,47 @@ class Flow:
                 f"(a notebook cell or async code), and none is running here; use flow.run(...) to "
                 f"block, or call start() from async code"
             ) from None
-        _check_concurrency(concurrency)
-        self._check_deadline(
-            timeout,
-            inputs,
-            "start",
-            targets=targets,
-            overrides=overrides,
-            concurrency=concurrency,
-            on_event=on_event,
-            store=store,
-            show=show,
-            keep=keep,
-            save=save,
-            trace=trace,
-        )
-        graph, plan, run, merged, overrides = self._prepare(
-            inputs, kw, targets, overrides, on_event, store, keep, save, trace
+        graph, plan, run, merged, overrides = self._begin(
+            "start", inputs, kw, targets, overrides, concurrency, on_event, store, timeout, show, keep, save, trace
         )
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
         auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle
 
-    def _check_deadline(
-        self, timeout: float | None, inputs: Mapping[str, Any] | None, how: str, **options: Any
-    ) -> None:
+    def _begin(
+        self,
+        how: str,
+        inputs: Mapping[str, Any] | None,
+        kw: Mapping[str, Any],
+        targets: Iterable[str] | str | None,
+        overrides: Mapping[str, Any] | None,
+        concurrency: int | None,
+        on_event: Subscriber | None,
+        store: Any,
+        timeout: float | None,
+        show: bool | None,
+        keep: Iterable[str] | str | None,
+        save: Mapping[str, Any] | None,
+        trace: Any,
+    ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
+        """What ``arun``, ``run`` and ``start`` share: check their options, then prepare the run."""
+        _check_concurrency(concurrency)
         _options.check_timeout(timeout, f"flow {self.name!r}: {how}(timeout=...)")
-        self._check_option_clash(inputs, how, timeout=timeout, **options)
+        self._check_option_clash(
+            inputs,
+            how,
+            targets=targets,
+            overrides=overrides,
+            concurrency=concurrency,
+            on_event=on_event,
+            store=store,
+            timeout=timeout,
+            show=show,
+            keep=keep,
+            save=save,
+            trace=trace,
+        )
+        return self._prepare(inputs, kw, targets, overrides, on_event, store, keep, save, trace)
 
     def _check_option_clash(self, inputs: Mapping[str, Any] | None, how: str, **options: Any) -> None:
         """An option given (``store=``, ``timeout=``, ...) that is also the name of a flow input not in the dict.
