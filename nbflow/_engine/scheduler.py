@@ -27,6 +27,7 @@ from nbflow._core.usage import CURRENT_NODE, CURRENT_RUN
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
 from nbflow._engine.ask import ACTIVE, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
+from nbflow._engine.lean import run_lean
 from nbflow._engine.node import call_node
 from nbflow._engine.policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
 from nbflow._graph.graph import GNode, Graph, Plan
@@ -223,15 +224,18 @@ class _Scheduler:
         inputs = self.inputs
         run = self.run
         special = self.special
+        ready = self.ready
+        waiting = self.waiting
+        succeeded = NodeStatus.SUCCEEDED
         budget = _INLINE_BUDGET
         CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
         try:
             while name is not None:
                 g = nodes[name]
-                where.node = records[name]
-                CURRENT_NODE.set(where.node)  # nf.usage(): this task's (and its threads') node
+                rec = where.node = records[name]
+                CURRENT_NODE.set(rec)  # nf.usage(): this task's (and its threads') node
                 if special:  # error strategies decide what the node receives
-                    await self.execute_with_policy(g, records[name])
+                    await self.execute_with_policy(g, rec)
                 else:
                     kwargs: dict[str, Any] = {}
                     if g.simple:
@@ -243,15 +247,40 @@ class _Scheduler:
                     else:
                         kwargs = gather_kwargs(g, records, inputs)
                     try:
-                        rest = self.step_node(call_node(g, records[name], kwargs, run))
+                        spec = g.spec
+                        if g.plain and not g.resources and (spec.is_async or spec.options.get("executor") != "process"):
+                            rest = run_lean(g, rec, kwargs, run)  # no coroutine of its own: lean.py
+                            if rest is not None:  # the node waits: the other ready nodes get workers meanwhile
+                                self.pump()
+                        else:
+                            rest = self.step_node(call_node(g, rec, kwargs, run))
                         if rest is not None:
                             await rest
                     except BaseException:
-                        self.cancel_node(records[name], f"{self.why} while the node was running")
+                        self.cancel_node(rec, f"{self.why} while the node was running")
                         raise
-                if records[name].status is not NodeStatus.PAUSED:  # a paused node blocks its dependents
-                    self.resolved(name)
-                name = self.ready.popleft() if self.ready and not run._pause_requested else None
+                if special or rec.status is not succeeded:
+                    if rec.status is not NodeStatus.PAUSED:  # a paused node blocks its dependents
+                        self.resolved(name)
+                else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
+                    for d in g.downstream:
+                        left = waiting.get(d)
+                        if left is None:
+                            continue  # not planned
+                        left = waiting[d] = left - 1
+                        if left:
+                            continue
+                        gd = nodes[d]
+                        if gd.simple and len(gd.upstream) == 1:
+                            ready.append(d)
+                            continue
+                        reason = self.skip_reason(d)
+                        if reason is None:
+                            ready.append(d)
+                        else:
+                            self.skip(d, reason)
+                            self.resolved(d)
+                name = ready.popleft() if ready and not run._pause_requested else None
                 if special:
                     self.pump()
                 budget -= 1
