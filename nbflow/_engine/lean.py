@@ -51,6 +51,8 @@ def run_lean(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> Awa
     started = rec.started_at = _time()
     if run._subscribers:
         run._emit(NodeStarted(run_id=run.run_id, time=started, node=spec.name, attempt=1))
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()
     t0 = _perf()
     attempts = rec.attempts
     attempt = Attempt(len(attempts) + 1, started)

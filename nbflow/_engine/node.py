@@ -41,6 +41,8 @@ async def call_node(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run)
     started = rec.started_at = time.time()
     if run._subscribers:
         run._emit(NodeStarted(run_id=run.run_id, time=started, node=name, attempt=1))
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()
     t0 = time.perf_counter()
     attempt = Attempt(len(rec.attempts) + 1, started)
     rec.attempts.append(attempt)
@@ -78,9 +80,14 @@ def node_succeeded(rec: NodeRecord, run: Run, attempt: Attempt, started: float, 
     duration = time.perf_counter() - t0
     rec.finished_at = attempt.finished_at = started + duration
     rec.output = out
-    rec._to(NodeStatus.SUCCEEDED)
+    if rec.status is NodeStatus.RUNNING:
+        rec.status = NodeStatus.SUCCEEDED  # RUNNING -> SUCCEEDED is always allowed
+    else:
+        rec._to(NodeStatus.SUCCEEDED)
     if run._subscribers:
         run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=rec.name, duration=duration))
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()
 
 
 def node_failed(rec: NodeRecord, run: Run, attempt: Attempt, started: float, t0: float, exc: BaseException) -> bool:
@@ -95,6 +102,8 @@ def node_failed(rec: NodeRecord, run: Run, attempt: Attempt, started: float, t0:
         rec._to(NodeStatus.FAILED)
         if run._subscribers:
             run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=exc, duration=duration))
+        elif run._armed:  # only the run view watches: a coalesced notice, no event
+            run._notice()
         return True
     rec.finished_at = attempt.finished_at = started + (time.perf_counter() - t0)
     if isinstance(exc, PauseSignal):
@@ -109,6 +118,8 @@ def node_failed(rec: NodeRecord, run: Run, attempt: Attempt, started: float, t0:
     rec._to(NodeStatus.FAILED)
     if run._subscribers:
         run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=name, error=own, duration=0.0))
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()
     return True
 
 
@@ -138,3 +149,5 @@ def mark_paused(rec: NodeRecord, run: Run, signal: PauseSignal) -> None:
         run._emit(
             NodePaused(run_id=run.run_id, time=rec.finished_at or time.time(), node=rec.name, question=signal.question)
         )
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()

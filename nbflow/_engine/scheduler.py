@@ -92,6 +92,8 @@ class _Scheduler:
                         run_id=self.run.run_id, time=rec.finished_at, node=name, duration=0.0, overridden=True
                     )
                 )
+            elif self.run._armed:  # only the run view watches: a coalesced notice, no event
+                self.run._notice()
         nodes = self.graph.nodes
         if self.fresh and not self.overrides:
             # A fresh run (the common case): no record is final yet, so what can start is what waits
@@ -205,6 +207,8 @@ class _Scheduler:
         rec.skip_reason = reason
         if self.run._subscribers:
             self.run._emit(NodeSkipped(run_id=self.run.run_id, time=time.time(), node=name, reason=reason))
+        elif self.run._armed:  # only the run view watches: a coalesced notice, no event
+            self.run._notice()
 
     def pump(self) -> None:
         if self.run._pause_requested:
@@ -359,6 +363,8 @@ class _Scheduler:
         rec.skip_reason = reason
         if self.run._subscribers:
             self.run._emit(NodeCancelled(run_id=self.run.run_id, time=time.time(), node=rec.name, reason=reason))
+        elif self.run._armed:  # only the run view watches: a coalesced notice, no event
+            self.run._notice()
 
     async def cancel_all(self) -> None:
         """Cancel every worker and wait for them (shielded: the run's own scope may be cancelled)."""
@@ -436,7 +442,7 @@ async def execute(
         run._to(RunStatus.RUNNING)
     run.started_at = run.started_at or time.time()
     t0 = time.perf_counter() - (time.time() - run.started_at)
-    if run._subscribers:
+    if run._subscribers or run._watchers:
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
     deadline = None if timeout is None else sched.loop.call_later(timeout, sched.on_deadline, timeout)
     try:
@@ -493,7 +499,7 @@ def _pause(run: Run, t0: float) -> None:
     run.finished_at = (run.started_at or time.time()) + (time.perf_counter() - t0)
     run._to(RunStatus.PAUSED)
     run.pause_version += 1
-    if run._subscribers:
+    if run._subscribers or run._watchers:
         run._emit(
             RunPaused(
                 run_id=run.run_id,
@@ -508,7 +514,7 @@ def _finish(run: Run, status: RunStatus, t0: float) -> None:
     duration = time.perf_counter() - t0
     run.finished_at = (run.started_at or time.time()) + duration
     run._to(status)
-    if run._subscribers:
+    if run._subscribers or run._watchers:
         run._emit(
             RunFinished(run_id=run.run_id, time=run.finished_at, status=status, duration=duration, reason=run.reason)
         )
