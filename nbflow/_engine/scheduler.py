@@ -37,6 +37,13 @@ __all__ = ["execute"]
 
 _INLINE_BUDGET = 32  # nodes a worker runs back to back before yielding to the loop
 
+# Enum members bound once: ``NodeStatus.X`` costs ~0.1 µs a lookup on Python 3.11, several per node.
+_CANCELLED = NodeStatus.CANCELLED
+_FAILED = NodeStatus.FAILED
+_PAUSED = NodeStatus.PAUSED
+_SKIPPED = NodeStatus.SKIPPED
+_SUCCEEDED = NodeStatus.SUCCEEDED
+
 
 class _Scheduler:
     def __init__(
@@ -82,7 +89,7 @@ class _Scheduler:
             if name not in self.planned or self.records[name].status.finished:
                 continue  # not needed by the targets, or already recorded (a resumed run)
             rec = self.records[name]
-            rec._to(NodeStatus.SUCCEEDED)
+            rec._to(_SUCCEEDED)
             rec.output = self.overrides[name]
             rec.overridden = True
             rec.started_at = rec.finished_at = time.time()
@@ -156,7 +163,7 @@ class _Scheduler:
             return guard_reason(g, self.records)
         for u in g.upstream:
             rec = self.records[u]
-            if rec.status is not NodeStatus.SUCCEEDED:
+            if rec.status is not _SUCCEEDED:
                 return upstream_reason(u, rec)
         return None
 
@@ -172,16 +179,16 @@ class _Scheduler:
         handles = self.policies.handles.get(g.name)
         if handles is not None:
             rec = records[handles]
-            if rec.status is NodeStatus.SUCCEEDED:
+            if rec.status is _SUCCEEDED:
                 return f"{handles!r} did not fail, so its failure handler did not run"
-            if rec.status is not NodeStatus.FAILED:
+            if rec.status is not _FAILED:
                 return upstream_reason(handles, rec)
 
         def ok(u: str) -> bool:
             status = records[u].status
-            if status is NodeStatus.SUCCEEDED:
+            if status is _SUCCEEDED:
                 return True
-            return status is NodeStatus.FAILED and (u == handles or self.policies.continues(u))
+            return status is _FAILED and (u == handles or self.policies.continues(u))
 
         if not g.simple:
             return guard_reason(g, records, ok, self.failure_reason)
@@ -192,7 +199,7 @@ class _Scheduler:
 
     def failure_reason(self, u: str, rec: NodeRecord) -> str:
         handler = self.policies.handler_of.get(u)
-        if rec.status is NodeStatus.FAILED and handler is not None and handler in self.planned:
+        if rec.status is _FAILED and handler is not None and handler in self.planned:
             return f"upstream {u!r} failed; its failure handler {handler!r} runs instead"
         return upstream_reason(u, rec)
 
@@ -203,7 +210,7 @@ class _Scheduler:
 
     def skip(self, name: str, reason: str) -> None:
         rec = self.records[name]
-        rec._to(NodeStatus.SKIPPED)
+        rec._to(_SKIPPED)
         rec.skip_reason = reason
         if self.run._subscribers:
             self.run._emit(NodeSkipped(run_id=self.run.run_id, time=time.time(), node=name, reason=reason))
@@ -230,7 +237,7 @@ class _Scheduler:
         special = self.special
         ready = self.ready
         waiting = self.waiting
-        succeeded = NodeStatus.SUCCEEDED
+
         budget = _INLINE_BUDGET
         CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
         try:
@@ -263,8 +270,8 @@ class _Scheduler:
                     except BaseException:
                         self.cancel_node(rec, f"{self.why} while the node was running")
                         raise
-                if special or rec.status is not succeeded:
-                    if rec.status is not NodeStatus.PAUSED:  # a paused node blocks its dependents
+                if special or rec.status is not _SUCCEEDED:
+                    if rec.status is not _PAUSED:  # a paused node blocks its dependents
                         self.resolved(name)
                 else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
                     for d in g.downstream:
@@ -330,7 +337,7 @@ class _Scheduler:
             if not dep.is_node or dep.alternatives:
                 continue
             src = records[dep.source]
-            if src.status is not NodeStatus.FAILED or src.error is None:
+            if src.status is not _FAILED or src.error is None:
                 continue
             if dep.source == handles:
                 kwargs[dep.param] = _info(ErrorInfo, src)
@@ -359,7 +366,7 @@ class _Scheduler:
     def cancel_node(self, rec: NodeRecord, reason: str) -> None:
         if rec.status.finished:
             return
-        rec._to(NodeStatus.CANCELLED)
+        rec._to(_CANCELLED)
         rec.skip_reason = reason
         if self.run._subscribers:
             self.run._emit(NodeCancelled(run_id=self.run.run_id, time=time.time(), node=rec.name, reason=reason))
@@ -455,7 +462,7 @@ async def execute(
         await sched.finished.wait()
         if sched.crash is not None:
             raise sched.crash
-        if sched.deadline_hit and any(r.status not in NODE_FINAL for r in run.nodes.values()):
+        if sched.deadline_hit and _unfinished(run):
             await sched.cancel_all()
             run.reason = sched.why
             _finish(run, RunStatus.CANCELLED, t0)
@@ -468,17 +475,26 @@ async def execute(
         if deadline is not None:
             deadline.cancel()
     run._pause_requested = False
-    if any(r.status not in NODE_FINAL for r in run.nodes.values()):  # blocked by a question, or paused
+    if _unfinished(run):  # blocked by a question, or paused
         _pause(run, t0)
         return run
     # Skipped is a normal outcome (a branch not taken); only a failed node fails the run, unless
     # its failure was handled by design (on_error="continue", a failure handler).
     if sched.special:
-        failed = any(r.status is NodeStatus.FAILED and not sched.handled(r.name) for r in run.nodes.values())
+        failed = any(r.status is _FAILED and not sched.handled(r.name) for r in run.nodes.values())
     else:
-        failed = any(r.status is NodeStatus.FAILED for r in run.nodes.values())
+        failed = any(r.status is _FAILED for r in run.nodes.values())
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
+
+
+def _unfinished(run: Run) -> bool:
+    """Whether a node of ``run`` is not final (the common outcomes first: an enum's hash is a Python call)."""
+    for r in run.nodes.values():
+        status = r.status
+        if status is not _SUCCEEDED and status is not _SKIPPED and status not in NODE_FINAL:
+            return True
+    return False
 
 
 async def _inline_worker(sched: _Scheduler, first: str) -> None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["DROPPED", "Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
 
 Subscriber = Callable[[Event], object]
+_PENDING = NodeStatus.PENDING
 Watcher = Callable[[Event | None], object]
 
 
@@ -146,7 +147,7 @@ class NodeRecord:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.status = NodeStatus.PENDING
+        self.status = _PENDING  # (bound once: an enum member lookup costs ~0.1 µs, once per node here)
         self.output: Any = MISSING
         self.error: BaseException | None = None
         self.traceback: str | None = None
