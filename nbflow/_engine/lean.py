@@ -66,14 +66,16 @@ def run_lean(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], run: Run) -> Awa
             guard = MutationCheck(spec.name, kwargs)
         args = isolate_inputs(kwargs)
         coro = spec.func(**args) if spec.is_async else call_sync(g, args)
+        if type(coro) is not CoroutineType:  # an awaitable of another kind (or none): awaited as call_node does
+            return _rest(g, rec, kwargs, run, attempt, started, t0, guard, coro, _NOT_STARTED, False)
         try:
             pending = coro.send(None)
         except StopIteration as stop:
             out = stop.value
         else:
-            return _rest(g, rec, kwargs, run, attempt, started, t0, guard, coro, pending)
+            return _rest(g, rec, kwargs, run, attempt, started, t0, guard, coro, pending, not spec.is_async)
         if type(out) is CoroutineType and not spec.is_async:  # a sync function handing back a coroutine
-            return _rest(g, rec, kwargs, run, attempt, started, t0, guard, out, _NOT_STARTED)
+            return _rest(g, rec, kwargs, run, attempt, started, t0, guard, out, _NOT_STARTED, False)
         if guard is not None:
             guard.verify(kwargs)
         if g.check_return is not None:
@@ -97,11 +99,15 @@ async def _rest(
     guard: MutationCheck | None,
     coro: Coroutine[Any, Any, Any],
     pending: Any,
+    unwrap: bool,
 ) -> None:
-    """The node waited (``pending`` is what it yielded, or ``_NOT_STARTED``): finish it."""
+    """The node waited (``pending`` is what it yielded, or ``_NOT_STARTED``): finish it.
+
+    ``unwrap``: ``coro`` is ``call_sync``'s, so what it returns may be the sync function's coroutine, awaited too.
+    """
     try:
         out = await (coro if pending is _NOT_STARTED else _drive(coro, pending))
-        if type(out) is CoroutineType and not g.spec.is_async:
+        if unwrap and type(out) is CoroutineType:  # a sync function handing back a coroutine
             out = await out
         if guard is not None:
             guard.verify(kwargs)

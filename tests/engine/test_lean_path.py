@@ -8,6 +8,7 @@ statuses, outputs, inputs, attempts, errors and tracebacks, skip reasons, and th
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
@@ -204,3 +205,32 @@ def test_check_mutation_still_guards_lean_nodes(check: bool, monkeypatch: pytest
         assert rec.status is nf.NodeStatus.FAILED and rec.error_type == "InputMutationError"
     else:
         assert rec.status is nf.NodeStatus.SUCCEEDED
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 12),
+    reason="inspect.markcoroutinefunction is 3.12+; before it every async node returns a coroutine",
+)
+def test_an_async_node_returning_another_awaitable_is_awaited() -> None:
+    import functools
+    import inspect
+
+    class Ready:
+        def __await__(self) -> Any:
+            yield from asyncio.sleep(0).__await__()
+            return 41
+
+    def make(x: int) -> Ready:
+        return Ready()
+
+    marked = functools.partial(inspect.markcoroutinefunction(make))  # type: ignore[attr-defined]
+    flow = nf.Flow("awaitable")
+    flow.add(marked, name="val", inputs={"x": "x"})
+
+    @flow.node
+    async def plus(val: int) -> int:
+        return val + 1
+
+    run = flow.run(x=1, show=False)
+    assert run.status is nf.RunStatus.SUCCEEDED, run.summary()
+    assert run["plus"] == 42
