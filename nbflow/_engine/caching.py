@@ -260,6 +260,8 @@ class CacheSession:
         rec.started_at = rec.finished_at = time.time()
         if run._subscribers:
             run._emit(NodeSucceeded(run_id=run.run_id, time=rec.finished_at, node=rec.name, duration=0.0, cached=True))
+        elif run._armed:  # only the run view watches: a coalesced notice, no event
+            run._notice()
 
     def done(self, rec: NodeRecord, key: str) -> None:
         """After the node ran: store a storable success; always let waiters for ``key`` go on."""

@@ -170,7 +170,10 @@ async def _run_subflow(
     """A sub-flow's run, fresh or resumed, through the one path its flow owns (policies included)."""
     path = g.spec.name + (f"[{label}]" if label else "")
     resumed = previous if previous is not None and previous.status is RunStatus.PAUSED else None
-    forward = partial(_forward, parent, path) if parent._subscribers else None
+    if parent._subscribers:
+        forward: Callable[[Event], None] | None = partial(_forward, parent, path)
+    else:  # only the run view watches the parent: the sub-flow's changes reach it as notices
+        forward = partial(_notice_parent, parent) if parent._watchers else None
     return await g.spec.flow._execute_child(parent, path, kwargs, resumed, forward, attach)
 
 
@@ -178,6 +181,12 @@ def _forward(parent: Run, path: str, event: Event) -> None:
     """Sub-flow node events reach the parent's subscribers as ``"<subflow>.<node>"``."""
     if isinstance(event, NodeEvent):
         parent._emit(replace(event, run_id=parent.run_id, node=f"{path}.{event.node}"))
+
+
+def _notice_parent(parent: Run, event: Event) -> None:
+    """A sub-flow's change, for a parent run that only the run view watches (``Run._watch``)."""
+    if parent._armed:
+        parent._notice()
 
 
 def _items_of(g: GNode, value: Any) -> list[Any]:

@@ -166,6 +166,8 @@ async def call_with_policy(
         rec.attempts.append(attempt)
         if run._subscribers:
             run._emit(NodeStarted(run_id=run.run_id, time=attempt.started_at, node=name, attempt=number))
+        elif run._armed:  # only the run view watches: a coalesced notice, no event
+            run._notice()
         a0 = time.perf_counter()
         try:
             if number == 1:
@@ -193,6 +195,8 @@ async def call_with_policy(
                         run_id=run.run_id, time=attempt.finished_at, node=name, attempt=number, error=exc, delay=delay
                     )
                 )
+            elif run._armed:  # only the run view watches: a coalesced notice, no event
+                run._notice()
             if delay > 0:
                 await clock.sleep(delay)
             continue
@@ -224,6 +228,8 @@ def _succeed(rec: NodeRecord, run: Run, out: Any, t0: float, recovered: bool = F
                 run_id=run.run_id, time=rec.finished_at, node=rec.name, duration=duration, recovered=recovered
             )
         )
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()
 
 
 def _fail(rec: NodeRecord, run: Run, exc: Exception, pol: NodePolicy, t0: float) -> None:
@@ -238,3 +244,5 @@ def _fail(rec: NodeRecord, run: Run, exc: Exception, pol: NodePolicy, t0: float)
     rec._to(NodeStatus.FAILED)
     if run._subscribers:
         run._emit(NodeFailed(run_id=run.run_id, time=rec.finished_at, node=rec.name, error=exc, duration=duration))
+    elif run._armed:  # only the run view watches: a coalesced notice, no event
+        run._notice()

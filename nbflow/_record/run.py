@@ -20,7 +20,7 @@ from nbflow._core.errors import (
     RunFailedError,
     UnknownNodeError,
 )
-from nbflow._core.events import Event, RunFinished, RunPaused
+from nbflow._core.events import Event, NodeEvent, RunFinished, RunPaused
 from nbflow._core.missing import MISSING
 from nbflow._core.question import Question
 from nbflow._core.registry import flow_of
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["DROPPED", "Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
 
 Subscriber = Callable[[Event], object]
+_PENDING = NodeStatus.PENDING
+Watcher = Callable[[Event | None], object]
 
 
 @dataclass(slots=True)
@@ -145,7 +147,7 @@ class NodeRecord:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.status = NodeStatus.PENDING
+        self.status = _PENDING  # (bound once: an enum member lookup costs ~0.1 µs, once per node here)
         self.output: Any = MISSING
         self.error: BaseException | None = None
         self.traceback: str | None = None
@@ -218,6 +220,8 @@ class Run:
         self.graph: Graph | None = None
         self.reason: str | None = None  # why nbflow itself cancelled the run (e.g. its deadline)
         self._subscribers: list[Subscriber] = []
+        self._watchers: list[Watcher] = []  # see _watch
+        self._armed = False  # a watcher waits for a notice (see _watch)
         # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
         self.pending: dict[str, Question] = {}
         """Open questions of paused nodes, by key (``node#n``)."""
@@ -241,7 +245,17 @@ class Run:
         self._resources: Any = None  # this execution's resource instances (_engine/resources.py), never pickled
 
     # Runs are pickled into checkpoints (sub-flow runs): leave out what belongs to this process.
-    _TRANSIENT = ("_subscribers", "_resume_lock", "_flow", "graph", "store", "_root_ref", "_resources")
+    _TRANSIENT = (
+        "_subscribers",
+        "_watchers",
+        "_armed",
+        "_resume_lock",
+        "_flow",
+        "graph",
+        "store",
+        "_root_ref",
+        "_resources",
+    )
 
     @property
     def _root(self) -> Run:
@@ -262,6 +276,8 @@ class Run:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._subscribers = []
+        self._watchers = []
+        self._armed = False
         self._resume_lock = threading.Lock()
         self._flow = self.graph = self.store = self._resources = None
         self._root = self
@@ -292,6 +308,55 @@ class Run:
                     f"it was unsubscribed",
                     NbflowWarning,
                     stacklevel=2,
+                )
+        if self._watchers:
+            if not isinstance(event, NodeEvent):
+                self._tell(event)
+            elif self._armed:
+                self._notice()
+
+    # --- watchers: what the run view listens with ---------------------------------------------
+    def _watch(self, callback: Watcher) -> Callable[[], None]:
+        """Call ``callback(None)`` when node states change, coalesced, and ``callback(event)`` for the
+        run's own events (RunStarted, RunPaused, RunFinished); returns a function that stops it.
+
+        Made for the live view, which redraws from the records and so needs no event objects: where
+        no subscriber listens, the engine builds none for a watcher. A notice comes at the first
+        node change after the run was armed (``_arm``: watching arms it), then none until a watcher
+        arms it again, which the view does each time it draws: one call per redraw, not per event.
+        Every watcher is told at each notice.
+        """
+        self._watchers.append(callback)
+        self._armed = True
+
+        def unwatch() -> None:
+            if callback in self._watchers:
+                self._watchers.remove(callback)
+            if not self._watchers:
+                self._armed = False
+
+        return unwatch
+
+    def _arm(self) -> None:
+        """The next node change notices the watchers (called by a watcher when it reads the records)."""
+        if self._watchers:
+            self._armed = True
+
+    def _notice(self) -> None:
+        """A node's state changed while armed: disarm, then tell every watcher (``callback(None)``)."""
+        self._armed = False
+        self._tell(None)
+
+    def _tell(self, event: Event | None) -> None:
+        for callback in tuple(self._watchers):
+            try:
+                callback(event)
+            except Exception as exc:  # as for subscribers: a broken watcher must never break the run
+                self._watchers.remove(callback)
+                warnings.warn(
+                    f"run {self.run_id}: run watcher {callback!r} raised {type(exc).__name__}: {exc}; it was removed",
+                    NbflowWarning,
+                    stacklevel=3,
                 )
 
     def events(self) -> AsyncIterator[Event]:

@@ -206,7 +206,8 @@ class RunView(anywidget.AnyWidget):
             else:
                 self._redraw()
         if not run.status.finished:
-            self._unsubscribe = run.subscribe(self._on_event)
+            # watched, not subscribed: node changes come as coalesced notices, no event is built (Run._watch)
+            self._unsubscribe = run._watch(self._on_event)
             if run.status.finished:  # it ended (in another thread) between the check and subscribing
                 self._on_event(RunFinished(run_id=run.run_id, time=time.time(), status=run.status, duration=0.0))
             elif run.status is RunStatus.RUNNING:  # shown mid-run: keep the elapsed time moving
@@ -385,7 +386,8 @@ class RunView(anywidget.AnyWidget):
             self._resync(content.get("seq"))
 
     # --- events ----------------------------------------------------------------------------------
-    def _on_event(self, event: Event) -> None:
+    def _on_event(self, event: Event | None) -> None:
+        """A run event, or None: node states changed (a coalesced notice, see ``Run._watch``)."""
         if self._closed:
             return
         if isinstance(event, RunFinished):
@@ -428,6 +430,8 @@ class RunView(anywidget.AnyWidget):
         run = self.run
         if run is None:
             return
+        if self._unsubscribe is not None:
+            run._arm()  # before reading the records: a change from now on notices this view again
         self.redraws += 1
         if not self._user_picked:
             self._auto_select(run)
