@@ -645,7 +645,9 @@ class Flow:
         tick: bool = True,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
-        policies = self._resolved_policies()
+        # The graph this run was planned on is still the flow's: its policies are current (a batch's
+        # rows skip re-checking the flow and its sub-flows for changes, once per row).
+        policies = self._policies if graph is self._graph and self._policies is not None else self._resolved_policies()
         run._resources = None  # resolved again on this loop (a resumed run may run on another one)
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
