@@ -2,6 +2,8 @@
 
 The baseline is what a hand-written asyncio DAG imports (``asyncio``). Each sample is a new
 process; time is measured inside it around the import, memory as the growth of peak RSS.
+``import nbflow`` loads its public names on first use, so the benchmark also measures the first
+use: ``import nbflow; nbflow.Flow`` (what defining a flow loads; the first run then loads the rest).
 
     python benchmarks/import_cost.py [--repeat 9]
 
@@ -21,7 +23,7 @@ _PROBE = """
 import resource, time
 r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
-import {module}
+{module}
 t = time.perf_counter() - t0
 print(t, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - r0) / 1024)
 """
@@ -46,20 +48,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    res: dict[str, list[tuple[float, float]]] = {"asyncio": [], "nbflow": []}
+    res: dict[str, list[tuple[float, float]]] = {
+        "import asyncio": [],
+        "import nbflow": [],
+        "import nbflow; nbflow.Flow": [],
+    }
     for module in res:
         sample(module)  # writes the bytecode caches; not counted
     for _ in range(args.repeat):  # interleaved: machine noise hits both alike
         for module in res:
             res[module].append(sample(module))
     med = {m: (statistics.median(t for t, _ in v), statistics.median(x for _, x in v)) for m, v in res.items()}
-    (bt, bm), (nt, nm) = med["asyncio"], med["nbflow"]
-    print(f"import cost, median of {args.repeat} fresh interpreters")
-    print(f"  import asyncio: {bt * 1e3:7.1f} ms  +{bm:5.1f} MiB peak RSS")
-    print(f"  import nbflow:  {nt * 1e3:7.1f} ms  +{nm:5.1f} MiB peak RSS   ({nt / bt:.1f}x the time of asyncio)")
+    bt, _ = med["import asyncio"]
+    print(f"import cost, median of {args.repeat} fresh interpreters (goal: import nbflow <= 70 ms, <= 7 MiB)")
+    for what, (t, mib) in med.items():
+        print(f"  {what:<27} {t * 1e3:7.1f} ms  +{mib:5.1f} MiB peak RSS   ({t / bt:.2f}x the time of asyncio)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"asyncio": med["asyncio"], "nbflow": med["nbflow"]}, f, indent=2)
+            json.dump(med, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -79,16 +79,20 @@ def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
         raise BatchError(f"batch rows must be a DataFrame or an iterable of mappings, got {type(rows).__name__}")
     records: list[dict[str, Any]] = []
     seen: dict[str, None] = {}
+    last: Any = None  # the previous row's keys: a row with the same keys needs no check (most rows)
     for i, r in enumerate(rows):
-        if not isinstance(r, Mapping):
+        if type(r) is not dict and not isinstance(r, Mapping):
             raise BatchError(
                 f"batch row {i} is a {type(r).__name__}, not a mapping; each row must map column names to values"
             )
         rec = dict(r)
-        for k in rec:
-            if not isinstance(k, str):
-                raise BatchError(f"batch row {i}: column names must be strings, got {k!r}")
-            seen.setdefault(k)
+        keys = rec.keys()
+        if keys != last:
+            for k in rec:
+                if not isinstance(k, str):
+                    raise BatchError(f"batch row {i}: column names must be strings, got {k!r}")
+                seen.setdefault(k)
+            last = keys
         records.append(rec)
     return records, list(seen)
 
@@ -218,20 +222,25 @@ def prepare_cases(
     keys = list(grid_values)
     index = 0
     samples = range(repeats) if repeats > 1 else (None,)
+    single = len(combos) == 1 and len(samples) == 1  # one case per row: the row's own copy is its result row
+    every_input = frozenset(input_columns.values())
     for i, rec in enumerate(records):
         for combo in combos:
             for sample in samples:
-                row = dict(rec)
+                row = rec if single else dict(rec)  # (``_records`` copied every row already)
                 if combo:
                     row.update(zip(keys, combo, strict=True))
                 if sample is not None:
                     row[SAMPLE_COLUMN] = sample
-                inputs = {
-                    input_columns[c]: variants[c][v] if c in variants else v
-                    for c, v in row.items()
-                    if c in input_columns
-                }
-                given = frozenset(inputs)
+                if variants:
+                    inputs = {
+                        input_columns[c]: variants[c][v] if c in variants else v
+                        for c, v in row.items()
+                        if c in input_columns
+                    }
+                else:
+                    inputs = {input_columns[c]: v for c, v in row.items() if c in input_columns}
+                given = every_input if len(inputs) == len(every_input) else frozenset(inputs)
                 plan = plans.get(given)
                 if plan is None:
                     plan = plans[given] = _plan(graph, given, out_list, list(row), i)

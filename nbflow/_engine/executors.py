@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -38,6 +39,7 @@ __all__ = [
     "call_in_process",
     "call_in_thread",
     "in_thread",
+    "in_thread_unless",
     "process_pool",
     "thread_budget",
 ]
@@ -116,6 +118,11 @@ async def call_in_thread(g: GNode, kwargs: dict[str, Any]) -> Any:
 async def in_thread(node: str, func: Any, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` in a worker thread, with its share of the BLAS/OpenMP threads; a thread
     still running when the call is cancelled (an interrupt, a timeout) is reported at once, naming ``node``."""
+    return await in_thread_unless(node, None, func, *args, **kwargs)
+
+
+async def in_thread_unless(node: str, unless: Callable[[], bool] | None, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``in_thread``, or ``NOT_RUN`` (nbflow._engine.threads) when ``unless()`` is true once a thread is free."""
     state = {"done": False}
 
     def target() -> Any:
@@ -127,7 +134,7 @@ async def in_thread(node: str, func: Any, *args: Any, **kwargs: Any) -> Any:
             _budget.leave()
 
     try:
-        return await run_in_thread(target)  # a daemon thread: an abandoned call never holds up exit
+        return await run_in_thread(target, unless)  # a daemon thread: an abandoned call never holds up exit
     except BaseException:
         if not state["done"]:
             warn_still_running(node)

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, NoReturn, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 
 from nbflow._core import present
@@ -274,6 +273,8 @@ def _call_in_fresh_thread(
     except KeyboardInterrupt as exc:
         box.scope_ready.wait()
         if box.scope is not None and token and not box.done.is_set():
+            import anyio.from_thread  # here: not imported by `nf.Flow` (tests/test_import_cost.py)
+
             try:
                 anyio.from_thread.run_sync(box.scope.cancel, token=token[0])
             except RuntimeError:

@@ -21,7 +21,8 @@ import gc
 import time
 from typing import Any
 
-from nbflow._engine.executors import in_thread
+from nbflow._engine.executors import in_thread, in_thread_unless
+from nbflow._engine.threads import NOT_RUN
 from nbflow._graph.graph import CallMode, GNode
 
 __all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "call_sync"]
@@ -49,21 +50,12 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
             return await in_thread(g.spec.name, _call, func, kwargs)
         return func(**kwargs)
     if mode.inline:
-        gc0 = _gc_time[0]
-        t0 = _perf()
-        try:
-            return func(**kwargs)
-        finally:
-            took = _perf() - t0
-            if took > BACK_TO_THREAD and took - (_gc_time[0] - gc0) > BACK_TO_THREAD:
-                _back_to_thread(mode)
-            else:
-                mode.fast += 1  # while inline: the clean streak; a long one forgives a strike
-                if mode.fast >= _FORGIVE_AFTER and mode.strikes:
-                    mode.strikes -= 1
-                    mode.needed = _NEEDED << mode.strikes
-                    mode.fast = 0
-    box = await in_thread(g.spec.name, _timed, func, kwargs)
+        return _inline(mode, func, kwargs)
+    # Many rows can reach a node in one loop turn (250 in flight: a wave of 250 calls) before its first
+    # thread calls prove it quick; the calls still waiting for a thread token then run inline.
+    box = await in_thread_unless(g.spec.name, lambda: mode.inline, _timed, func, kwargs)
+    if box is NOT_RUN:
+        return _inline(mode, func, kwargs)
     wall, cpu = box[2], box[3]
     if wall < INLINE_BELOW and cpu * 2 >= wall:
         mode.fast += 1
@@ -75,6 +67,23 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
     if box[0]:
         return box[1]
     raise box[1]
+
+
+def _inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
+    gc0 = _gc_time[0]
+    t0 = _perf()
+    try:
+        return func(**kwargs)
+    finally:
+        took = _perf() - t0
+        if took > BACK_TO_THREAD and took - (_gc_time[0] - gc0) > BACK_TO_THREAD:
+            _back_to_thread(mode)
+        else:
+            mode.fast += 1  # while inline: the clean streak; a long one forgives a strike
+            if mode.fast >= _FORGIVE_AFTER and mode.strikes:
+                mode.strikes -= 1
+                mode.needed = _NEEDED << mode.strikes
+                mode.fast = 0
 
 
 def _back_to_thread(mode: CallMode) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio.to_thread
 
-__all__ = ["IDLE_SECONDS", "run_in_thread"]
+__all__ = ["IDLE_SECONDS", "NOT_RUN", "run_in_thread"]
 
 IDLE_SECONDS = 10.0
 
@@ -89,10 +89,19 @@ def _worker() -> _Worker:
     return worker
 
 
-async def run_in_thread(func: Callable[[], Any]) -> Any:
-    """``func()`` in a daemon worker thread, in a copy of this context; abandoned if this is cancelled."""
+NOT_RUN: Any = object()  # run_in_thread(unless=...): the call was not made
+
+
+async def run_in_thread(func: Callable[[], Any], unless: Callable[[], bool] | None = None) -> Any:
+    """``func()`` in a daemon worker thread, in a copy of this context; abandoned if this is cancelled.
+
+    ``unless`` is asked once a thread token is held: if it says True the call is not made and
+    ``NOT_RUN`` is returned (a sync node that proved quick while this call waited for a token).
+    """
     loop = asyncio.get_running_loop()
     async with anyio.to_thread.current_default_thread_limiter():
+        if unless is not None and unless():
+            return NOT_RUN
         future: asyncio.Future[Any] = loop.create_future()
         _worker().jobs.put((contextvars.copy_context(), func, loop, future))
         return await future

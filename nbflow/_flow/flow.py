@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import os
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from nbflow._batch import api as _batch
-from nbflow._batch import paused as _paused
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.config import config
 from nbflow._core.errors import (
@@ -41,16 +39,55 @@ from nbflow._flow import expiry, pickling
 from nbflow._flow.renames import note_declared
 from nbflow._flow.resume import claim, continue_run
 from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
-from nbflow._notebook import auto_show
 from nbflow._record.run import Run, Subscriber
 from nbflow._show.draw import mimebundle, text_graph, to_dot
-from nbflow._store.checkpoint import load_run, open_store
-from nbflow._store.node_cache import NodeCache, open_cache
-from nbflow._store.outputs import attach_save, check_save
+
+if TYPE_CHECKING:
+    from nbflow._batch import api as _batch
+    from nbflow._batch import paused as _paused
+    from nbflow._store.node_cache import NodeCache
 
 __all__ = ["Flow"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Batches, stores, caches on disk, saved outputs and the notebook view are imported where a flow first
+# uses them, not by `nf.Flow`: defining a flow stays light (tests/test_import_cost.py pins it).
+
+
+class _Elsewhere:
+    """A method of Flow defined in another module, imported on first access, then set on the class."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attr: str) -> None:
+        self.owner, self.attr = owner, attr
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        fn = getattr(importlib.import_module(self.module), self.name)
+        setattr(self.owner, self.attr, fn)  # later look-ups are plain methods
+        return fn if obj is None else fn.__get__(obj, owner)
+
+
+def _auto_show(run: Run, handle: RunHandle | None, show: Any) -> None:
+    from nbflow._notebook import auto_show
+
+    auto_show(run, handle, show)
+
+
+def _load_run(store: Any, run_id: str) -> Run:
+    from nbflow._store.checkpoint import load_run
+
+    return load_run(store, run_id)
+
+
+def _open_cache(value: object, flow: str) -> NodeCache | None:
+    if value is None or value is False:
+        return None
+    from nbflow._store.node_cache import open_cache
+
+    return open_cache(value, flow)
 
 
 class Flow:
@@ -97,7 +134,7 @@ class Flow:
         self._retry = _options.flow_retry(name, retry)
         self._limits = _options.flow_limits(name, limits)
         self._clock = _options.flow_clock(name, clock)
-        self._cache = open_cache(cache, name)
+        self._cache = _open_cache(cache, name)
         self.executor = _options.check_executor(f"flow {name!r}", executor, False, None)
         """Where sync nodes declared without ``executor=`` run: None/'thread' (a worker thread) or 'process'."""
         self._node_cache: NodeCache | None = None  # for cache=True nodes while the flow's cache is off
@@ -152,7 +189,7 @@ class Flow:
 
     @cache.setter
     def cache(self, value: bool | str | os.PathLike[str] | NodeCache | None) -> None:
-        self._cache = open_cache(value, self.name)
+        self._cache = _open_cache(value, self.name)
         self._graph = None
 
     def clear_cache(self, *nodes: str) -> int:
@@ -366,6 +403,8 @@ class Flow:
             executor=executor if executor is not None else _flow_executor(self.executor, spec, thread),
         )
         if save is not None:
+            from nbflow._store.outputs import check_save
+
             options["save"] = check_save(f"node {spec.name!r}", {spec.name: save})[spec.name]
         if options:
             spec = _options.with_options(spec, options)
@@ -508,6 +547,8 @@ class Flow:
             return policies  # no caching: the policies (and the engine's fast path) are untouched
         backend = self._cache
         if backend is None:
+            from nbflow._store.node_cache import NodeCache
+
             backend = self._node_cache = self._node_cache or NodeCache()
         plan = plan_cache(graph, backend, default, self.validate)
         return policies if plan is None else dataclasses.replace(policies, cache=plan)
@@ -565,14 +606,18 @@ class Flow:
         kept = check_keep(graph, keep) if keep is not None else None
         saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
         if save is not None:
+            from nbflow._store.outputs import check_save
+
             saving.update(check_save(f"flow {self.name!r}", save, graph.nodes))
-        run = Run(self.name, uuid.uuid4().hex[:12], merged, plan.nodes)
+        run = Run(self.name, os.urandom(6).hex(), merged, plan.nodes)  # as uuid4().hex[:12]
         run.graph = graph
         run._flow = self
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
         if saving:  # before keep=: an output is written before it may be dropped
+            from nbflow._store.outputs import attach_save
+
             attach_save(run, saving)
         if kept is not None:
             attach_keep(run, graph, kept)
@@ -582,6 +627,8 @@ class Flow:
             attach(run, trace, where=f"flow {self.name!r}: trace=")
         store = store if store is not None else self.store
         if store is not None:
+            from nbflow._store.checkpoint import open_store
+
             open_store(store).track(run)
         self.last_run = run
         return graph, plan, run, merged, overrides
@@ -598,7 +645,9 @@ class Flow:
         tick: bool = True,
     ) -> Run:
         cap = concurrency if concurrency is not None else self.concurrency
-        policies = self._resolved_policies()
+        # The graph this run was planned on is still the flow's: its policies are current (a batch's
+        # rows skip re-checking the flow and its sub-flows for changes, once per row).
+        policies = self._policies if graph is self._graph and self._policies is not None else self._resolved_policies()
         run._resources = None  # resolved again on this loop (a resumed run may run on another one)
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
@@ -689,7 +738,7 @@ class Flow:
         graph, plan, run, merged, overrides = self._begin(
             "arun", inputs, kw, targets, overrides, concurrency, on_event, store, timeout, show, keep, save, trace
         )
-        auto_show(run, None, show)
+        _auto_show(run, None, show)
         return await self._execute(graph, plan, run, merged, overrides, concurrency, timeout)
 
     def run(
@@ -722,7 +771,7 @@ class Flow:
         graph, plan, run, merged, overrides = self._begin(
             "run", inputs, kw, targets, overrides, concurrency, on_event, store, timeout, show, keep, save, trace
         )
-        auto_show(run, None, show)
+        _auto_show(run, None, show)
         done = run_blocking(lambda: self._execute(graph, plan, run, merged, overrides, concurrency, timeout), run)
         if config.raise_on_failure and done.status is not RunStatus.SUCCEEDED:
             done.raise_for_status()
@@ -763,7 +812,7 @@ class Flow:
             "start", inputs, kw, targets, overrides, concurrency, on_event, store, timeout, show, keep, save, trace
         )
         handle = RunHandle(run, self._execute(graph, plan, run, merged, overrides, concurrency, timeout))
-        auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
+        _auto_show(run, handle, show)  # in a notebook: the live view, with a working Cancel button
         return handle
 
     def _begin(
@@ -825,10 +874,16 @@ class Flow:
             )
 
     # Batch evaluation (rows × grid -> DataFrame) lives in nbflow/_batch/api.py.
-    batch = _batch.batch
-    abatch = _batch.abatch
-    answer = _paused.answer
-    aanswer = _paused.aanswer
+    if TYPE_CHECKING:
+        batch = _batch.batch
+        abatch = _batch.abatch
+        answer = _paused.answer
+        aanswer = _paused.aanswer
+    else:
+        batch = _Elsewhere("nbflow._batch.api", "batch")
+        abatch = _Elsewhere("nbflow._batch.api", "abatch")
+        answer = _Elsewhere("nbflow._batch.paused", "answer")
+        aanswer = _Elsewhere("nbflow._batch.paused", "aanswer")
 
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
         """Resume a paused or failed run of this flow (a Run, or a run id in ``store``); blocking.
@@ -838,7 +893,7 @@ class Flow:
         if isinstance(run, str):
             if store is None and self.store is None:
                 raise RunnerError(f"flow {self.name!r}: resume by run id needs store= (the SQLite file)")
-            run = load_run(store if store is not None else self.store, run)
+            run = _load_run(store if store is not None else self.store, run)
         if run.flow != self.name:
             raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
         run._flow = self
@@ -849,7 +904,7 @@ class Flow:
         if isinstance(run, str):
             if store is None and self.store is None:
                 raise RunnerError(f"flow {self.name!r}: cancel by run id needs store= (the SQLite file)")
-            run = load_run(store if store is not None else self.store, run)
+            run = _load_run(store if store is not None else self.store, run)
         if run.flow != self.name:
             raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
         run.cancel(reason)

@@ -243,21 +243,27 @@ class Graph:
 def find_cycle(upstream: Mapping[str, Iterable[str]], among: Iterable[str]) -> list[str]:
     """A cycle among ``among`` (each of which is on or leads to one), first node repeated at the end."""
     among = list(among)
-    among_set = set(among)
-    start = among[0]  # ``among`` comes in definition order: the report starts at the first such node
+    return _walk_to_cycle(upstream, among[0], dict.fromkeys(among, 1))
+
+
+def _walk_to_cycle(upstream: Mapping[str, Iterable[str]], start: str, left: Mapping[str, int]) -> list[str]:
+    """Walk upstream from ``start`` through nodes with ``left[n]`` (not ordered: on or behind a cycle)
+    until a node repeats; that node's part of the path is the cycle. Linear: each node is visited once
+    and the path is searched once (``start`` comes in definition order: the report starts there)."""
     path: list[str] = []
-    index: dict[str, int] = {}
+    seen: set[str] = set()
     node = start
-    while node not in index:
-        index[node] = len(path)
+    while node not in seen:
+        seen.add(node)
         path.append(node)
         for u in upstream[node]:
-            if u in among_set:
+            if left.get(u):
                 node = u
                 break
-    cycle = path[index[node] :]
+    cycle = path[path.index(node) :]
     cycle.reverse()  # report in data-flow direction: producer -> consumer
-    return [*cycle, cycle[0]]
+    cycle.append(cycle[0])
+    return cycle
 
 
 def compile_graph(
@@ -337,7 +343,7 @@ def _compile(
             if indegree[d] == 0:
                 heapq.heappush(heap, position[d])
     if len(topo) != len(order):
-        raise CycleError(find_cycle(upstream, [n for n in order if indegree[n] > 0]))
+        raise CycleError(_walk_to_cycle(upstream, next(n for n in order if indegree[n] > 0), indegree))
 
     for n, spec in specs.items():
         ds = []

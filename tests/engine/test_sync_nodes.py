@@ -154,3 +154,47 @@ async def test_errors_from_a_learned_sync_node_keep_the_users_traceback():
         assert isinstance(rec.error, ValueError) and str(rec.error) == f"negative: {x}"
         assert 'raise ValueError(f"negative: {x}")' in rec.traceback
         assert "nbflow" not in rec.traceback.splitlines()[1]
+
+
+async def test_a_wave_of_rows_hops_only_until_the_node_proves_quick():
+    """250 rows reach a new sync node in one loop turn: the calls still waiting for a worker thread
+    when its first calls prove it quick run inline instead of each paying a thread hop."""
+    flow = nf.Flow("wave")
+    loop_thread = threading.get_ident()
+    where: list[int] = []
+
+    @flow.node
+    def prepare(x: int) -> int:
+        where.append(threading.get_ident())
+        return x + 1
+
+    @flow.node
+    async def call(prepare: int) -> int:
+        await asyncio.sleep(0.01)
+        return prepare
+
+    frame = await flow.abatch([{"x": i} for i in range(250)], concurrency=250, progress=False)
+    assert (frame["status"] == "succeeded").all() and list(frame["call"]) == list(range(1, 251))
+    hops = sum(1 for w in where if w != loop_thread)
+    # About one call per worker-thread token (anyio's default limiter: 40) hops before the node is
+    # known to be quick (before, all 250 did); the margin is for a loaded machine, where a call the OS
+    # paused can send the node back to a thread once.
+    assert where[0] != loop_thread and hops <= 125, hops
+    assert where.count(loop_thread) >= 125
+
+
+async def test_a_wave_of_rows_on_a_node_that_blocks_all_run_in_threads():
+    """The same wave on a node that waits (a sleep standing for I/O): no call runs on the loop."""
+    flow = nf.Flow("wave_io")
+    loop_thread = threading.get_ident()
+    where: list[int] = []
+
+    @flow.node
+    def fetch(x: int) -> int:
+        where.append(threading.get_ident())
+        time.sleep(0.002)
+        return x
+
+    frame = await flow.abatch([{"x": i} for i in range(120)], concurrency=120, progress=False)
+    assert (frame["status"] == "succeeded").all()
+    assert len(where) == 120 and loop_thread not in where
