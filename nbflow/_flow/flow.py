@@ -83,6 +83,7 @@ def _load_run(store: Any, run_id: str) -> Run:
 
 
 def _open_cache(value: object, flow: str) -> NodeCache | None:
+    """``Flow(cache=...)``: None/False is off (the one place that says so), anything else is opened."""
     if value is None or value is False:
         return None
     from nbflow._store.node_cache import open_cache

@@ -336,13 +336,13 @@ _FILES: dict[str, NodeCache] = {}
 _FILES_LOCK = threading.Lock()
 
 
-def open_cache(value: object, flow: str) -> NodeCache | None:
-    """The cache ``Flow(cache=...)`` asks for: None (off), a new in-memory one (True), a file's (path).
+def open_cache(value: object, flow: str) -> NodeCache:
+    """The cache ``Flow(cache=...)`` asks for when it is on: a new in-memory one (True), a file's (path).
 
-    One NodeCache per file per process, so flows (and re-run cells) share its connection.
+    One NodeCache per file per process, so flows (and re-run cells) share its connection. "Off" (None,
+    False) is decided by the caller, ``nbflow._flow.flow._open_cache``, so that a flow without a cache
+    never imports this module.
     """
-    if value is None or value is False:
-        return None
     if value is True:
         return NodeCache()
     if isinstance(value, NodeCache):
