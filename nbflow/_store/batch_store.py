@@ -367,7 +367,7 @@ class BatchStore:
 
         def write() -> None:
             # A plain cursor: errors are mapped once, by _retry_tx, not per statement (sqlite.StoreConnection).
-            cur.executemany(_ROW_SQL, [row.args for row in rows])
+            cur.executemany(_ROW_SQL, (row.args for row in rows))
             runs = [row.run for row in rows if row.run is not None]
             if runs:
                 if not self._runs_ready:

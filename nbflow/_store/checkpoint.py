@@ -32,7 +32,7 @@ from nbflow._core.events import (
     RunStarted,
 )
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import Redactor, redact
+from nbflow._core.secrets import Redactor, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.owner import owner_alive, owner_token
@@ -189,27 +189,52 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
 def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
     """``write_whole_run`` for many runs (a batch's group commit): the same rows, three statements in all.
 
-    The parts every row of a batch shares (its targets, its node names, no answers) are encoded once.
+    The parts every row of a batch shares (its targets, its node names, no answers) are encoded once,
+    and each statement's parameters are made one at a time as SQLite takes them (generators): a group's
+    worth of parameter tuples alive at once would be promoted by the garbage collector, which then runs
+    its older, slower generations more often (measured as much as the encoding itself).
     """
-    run_rows: list[tuple[Any, ...]] = []
-    node_rows: list[tuple[Any, ...]] = []
-    question_rows: list[tuple[Any, ...]] = []
-    for run in runs:
-        red = Redactor.for_inputs(run._root.inputs)
+    reds = [_redactor_of(run) for run in runs]
+    cur.executemany(
+        _RUN_SQL, (_run_params(run, _dumper(red), red, None, shared=True) for run, red in zip(runs, reds, strict=True))
+    )
+    cur.executemany(
+        _NODE_SQL,
+        (
+            _node_params(run, rec, _dumper(red), red)
+            for run, red in zip(runs, reds, strict=True)
+            for rec in run.nodes.values()
+        ),
+    )
+    if any(run.pending for run in runs):
+        cur.executemany(
+            _QUESTION_SQL,
+            (
+                (run.run_id, k, dumps(q, red), 1)
+                for run, red in zip(runs, reds, strict=True)
+                for k, q in run.pending.items()
+            ),
+        )
 
-        def dump(what: str, value: Any, red: Redactor = red) -> bytes | None:
-            try:
-                return dumps(value, red)
-            except Exception:
-                return None
 
-        run_rows.append(_run_params(run, dump, red, None, shared=True))
-        node_rows.extend(_node_params(run, rec, dump, red) for rec in run.nodes.values())
-        question_rows.extend((run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items())
-    cur.executemany(_RUN_SQL, run_rows)
-    cur.executemany(_NODE_SQL, node_rows)
-    if question_rows:
-        cur.executemany(_QUESTION_SQL, question_rows)
+_NO_SECRETS = Redactor()
+
+
+def _redactor_of(run: Run) -> Redactor:
+    texts = secret_texts(run._root.inputs)
+    return Redactor(texts) if texts else _NO_SECRETS
+
+
+def _dumper(red: Redactor) -> Callable[[str, Any], bytes | None]:
+    """``dump`` of ``write_whole_run``: a value that cannot be stored is left out (None)."""
+
+    def dump(what: str, value: Any) -> bytes | None:
+        try:
+            return dumps(value, red)
+        except Exception:
+            return None
+
+    return dump
 
 
 _SHARED: dict[tuple[str, Any], bytes] = {}  # ("targets" | "nodes", value) -> stored bytes (the same for a batch's rows)
