@@ -196,7 +196,9 @@ async def run_rows(
                 # ``prepared``): objects that outlive a loop turn get promoted by the GC and make later
                 # collections, full ones too, more frequent (measured: most of what a store cost per row).
                 run = None  # type: ignore[assignment]
-                store_failed = await group.write(i, prepared)
+                failed = await group.write(prepared)
+                if failed is not None:
+                    store_failed = _store_failed(i, failed)
             if result["status"] == "paused":
                 progress.paused += 1
             elif result["status"] == "succeeded":
@@ -313,7 +315,7 @@ def _store_failed(i: int, exc: StoreError) -> str:
 class GroupCommit:
     """Rows that finish in the same turn of the loop are written in one transaction (group commit).
 
-    ``await write(i, row)`` returns once row ``i`` is on disk (or why the batch must stop). The worker
+    ``await write(row)`` returns once the row is on disk (else the StoreError why the batch must stop). The worker
     that finished it starts no new row before then, so a process killed at any moment loses at most
     the rows in flight, as with a transaction per row: a finished row not yet committed still holds
     its worker. One transaction costs ~30-50 µs of CPU whatever its size, so under load (many rows
@@ -330,14 +332,14 @@ class GroupCommit:
         self.rows: list[PreparedRow] = []
         self.done: _Commit | None = None
 
-    async def write(self, i: int, row: PreparedRow) -> str | None:
+    def write(self, row: PreparedRow) -> _Commit:
+        """Queue ``row`` for this turn's commit; await the result: None once on disk, else the StoreError."""
         done = self.done
         if done is None:
             done = self.done = _Commit(loop=self.loop)
             self.loop.call_soon(self.flush)
         self.rows.append(row)
-        failed = await done
-        return None if failed is None else _store_failed(i, failed)
+        return done
 
     def flush(self) -> None:
         rows, done = self.rows, self.done

@@ -497,6 +497,12 @@ class BatchStore:
 
 def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
     """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
+    if not secret_columns and not red and type(data) is dict:
+        for v in data.values():
+            if type(v) not in _AS_IS:
+                break
+        else:  # every cell a plain scalar (the common row): the row is its own JSON
+            return json_text(data)
     secret = set(secret_columns) if secret_columns else ()
     encoded = {}
     for k, v in data.items():
@@ -512,6 +518,9 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
         except Exception as exc:  # pickle: TypeError, RecursionError, PicklingError, ...
             raise UnstorableValue(k, f"{type(v).__name__}: {type(exc).__name__}: {exc}") from None
     return json_text(encoded)  # json.dumps's text (NaN allowed); every value is JSON-exact or a marker by now
+
+
+_AS_IS = frozenset({int, float, bool, str, type(None)})  # cells stored as they are when nothing is redacted
 
 
 def _json_exact(value: Any) -> bool:
