@@ -83,7 +83,7 @@ async def baseline(rows: list[dict[str, int]], concurrency: int, path: str | Non
             db.close()
 
 
-async def measure(n: int, conc: int, repeat: int, keep: str | None = None) -> dict[str, Any]:
+async def measure(n: int, conc: int, repeat: int, keep: str | None = None, no_gc: bool = False) -> dict[str, Any]:
     flow = make_flow()
     _ = flow.graph
     rows = [{"x": i} for i in range(n)]
@@ -94,6 +94,8 @@ async def measure(n: int, conc: int, repeat: int, keep: str | None = None) -> di
             for label in t:
                 path = os.path.join(tmp, f"{label}-{k}.db") if label.endswith("store") else None
                 gc.collect()
+                if no_gc:  # the store's own work, without the collections its allocations trigger
+                    gc.disable()
                 w0 = time.perf_counter()
                 t0 = time.process_time()  # CPU time: the machine is shared; waiting is not cost
                 if label.startswith("base"):
@@ -103,6 +105,7 @@ async def measure(n: int, conc: int, repeat: int, keep: str | None = None) -> di
                     assert (frame["status"] == "succeeded").all()
                 t[label].append(time.process_time() - t0)
                 wall[label].append(time.perf_counter() - w0)
+                gc.enable()
     m = {k: statistics.median(v) for k, v in t.items()}
     w = {k: statistics.median(v) for k, v in wall.items()}
     base_added = (m["base_store"] - m["base"]) / n * 1e6
@@ -134,12 +137,18 @@ def main() -> None:
         help="keep= for nbflow (default: the batch default, 'all' with a store: every row's run record is "
         "written with it; 'none': the row alone, as the baseline writes)",
     )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="garbage collector off while timing (both sides): the work itself, without the collections "
+        "it triggers, which make the figures swing with the heap's history",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    r = asyncio.run(measure(args.rows, args.concurrency, args.repeat, args.keep))
+    r = asyncio.run(measure(args.rows, args.concurrency, args.repeat, args.keep, args.no_gc))
     print(
         f"store= cost per row: {args.rows} rows, concurrency {args.concurrency}, median of {args.repeat}, "
-        f"keep={args.keep or 'default (all)'}"
+        f"keep={args.keep or 'default (all)'}" + (", GC off while timing" if args.no_gc else "")
     )
     print("                                       CPU          wall")
     print(

@@ -1,7 +1,8 @@
 """SQLite persistence (stdlib ``sqlite3``): finished batch rows, written as they finish.
 
-One file, WAL journal; every finished row is committed in its own transaction (with its run record
-when the batch keeps it), so a process killed mid-batch loses at most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
+One file, WAL journal; every finished row is committed (with its run record when the batch keeps it)
+before its worker takes another row, the rows that finish together in one transaction (``write_rows``,
+group commit), so a process killed mid-batch loses at most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
 the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
 Schema (version 2; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
