@@ -192,7 +192,13 @@ async def run_rows(
                     secrets=secret_texts(case.inputs, by_name=bool(secret)),
                     run=run if kept else None,
                 )
-                store_failed = await group.write(i, prepared)
+                # Nothing of the finished run stays alive across the wait for the commit (unless kept, in
+                # ``prepared``): objects that outlive a loop turn get promoted by the GC and make later
+                # collections, full ones too, more frequent (measured: most of what a store cost per row).
+                run = None  # type: ignore[assignment]
+                failed = await group.write(prepared)
+                if failed is not None:
+                    store_failed = _store_failed(i, failed)
             if result["status"] == "paused":
                 progress.paused += 1
             elif result["status"] == "succeeded":
@@ -309,45 +315,56 @@ def _store_failed(i: int, exc: StoreError) -> str:
 class GroupCommit:
     """Rows that finish in the same turn of the loop are written in one transaction (group commit).
 
-    ``await write(i, row)`` returns once row ``i`` is on disk (or why the batch must stop). The worker
+    ``await write(row)`` returns once the row is on disk (else the StoreError why the batch must stop). The worker
     that finished it starts no new row before then, so a process killed at any moment loses at most
     the rows in flight, as with a transaction per row: a finished row not yet committed still holds
     its worker. One transaction costs ~30-50 µs of CPU whatever its size, so under load (many rows
     finishing together) the per-row cost drops to the encoding alone. The write runs on the loop's
     thread, once per loop turn, after every row of that turn has joined.
+
+    The rows of a group share one future (the write is all or nothing): per row only the prepared row
+    waits, which matters because whatever outlives a loop turn is promoted by the garbage collector.
     """
 
     def __init__(self, store: BatchStore) -> None:
         self.store = store
         self.loop = asyncio.get_running_loop()
-        self.queue: list[tuple[int, PreparedRow, asyncio.Future[str | None]]] = []
+        self.rows: list[PreparedRow] = []
+        self.done: _Commit | None = None
 
-    def write(self, i: int, row: PreparedRow) -> asyncio.Future[str | None]:
-        fut: asyncio.Future[str | None] = self.loop.create_future()
-        if not self.queue:
+    def write(self, row: PreparedRow) -> _Commit:
+        """Queue ``row`` for this turn's commit; await the result: None once on disk, else the StoreError."""
+        done = self.done
+        if done is None:
+            done = self.done = _Commit(loop=self.loop)
             self.loop.call_soon(self.flush)
-        self.queue.append((i, row, fut))
-        return fut
+        self.rows.append(row)
+        return done
 
     def flush(self) -> None:
-        group, self.queue = self.queue, []
-        if not group:
+        rows, done = self.rows, self.done
+        self.rows, self.done = [], None
+        if done is None:
             return
         try:
-            self.store.write_rows([row for _, row, _ in group])
+            self.store.write_rows(rows)
         except StoreError as exc:
-            for i, _, fut in group:
-                if not fut.done():
-                    fut.set_result(_store_failed(i, exc))
-            return
+            done.set_result(exc)
         except Exception as exc:  # an nbflow bug: the waiting workers raise it (the batch fails loudly)
-            for _, _, fut in group:
-                if not fut.done():
-                    fut.set_exception(exc)
-            return
-        for _, _, fut in group:
-            if not fut.done():
-                fut.set_result(None)
+            done.set_exception(exc)
+        except BaseException as exc:  # an interrupt inside the write: the rows count as not written
+            done.set_result(StoreError(f"the write was interrupted ({type(exc).__name__})"))
+            raise
+        else:
+            done.set_result(None)
+
+
+class _Commit(asyncio.Future):
+    """A group's commit, awaited by every worker whose row is in it. A cancelled worker cannot cancel it
+    (the others still wait for it): that worker is cancelled once the commit is done."""
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
 
 
 def end_batch(state: Any, progress: Any, renderer: Any, stopped: str | None) -> None:

@@ -1,7 +1,8 @@
 """SQLite persistence (stdlib ``sqlite3``): finished batch rows, written as they finish.
 
-One file, WAL journal; every finished row is committed in its own transaction (with its run record
-when the batch keeps it), so a process killed mid-batch loses at most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
+One file, WAL journal; every finished row is committed (with its run record when the batch keeps it)
+before its worker takes another row, the rows that finish together in one transaction (``write_rows``,
+group commit), so a process killed mid-batch loses at most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
 the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
 Schema (version 2; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
@@ -45,8 +46,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
-from nbflow._store.checkpoint import ensure_schema, write_whole_run
-from nbflow._store.pickling import UntrustedData, json_exact, loads, pickled, sign_pickle
+from nbflow._store.checkpoint import ensure_schema, write_whole_runs
+from nbflow._store.pickling import UntrustedData, json_exact, json_text, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ class BatchStore:
         self.unreadable: dict[int, str] = {}  # row index -> why, from the last rows(skip_unreadable=True)
         self._runs_ready = False  # the checkpoint tables exist (created with the first run written)
         self._fingerprints: dict[str, dict[str, str | None]] = {}  # fingerprint -> nodes, read back once
+        self._cursor: sqlite3.Cursor | None = None  # the row writes' plain cursor (``_write_cursor``)
         self._db = open_db(self.path, timeout=timeout)
         try:
             self._db.execute("CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -349,7 +351,7 @@ class BatchStore:
 
         Raises UnstorableValue for a value that cannot be encoded.
         """
-        text = encode_row(data, secret_columns, Redactor(secrets))
+        text = encode_row(data, secret_columns, Redactor(secrets) if secrets else None)
         args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
         return PreparedRow(args, run)
 
@@ -362,25 +364,36 @@ class BatchStore:
         self.identity.check()
         rows = list(rows)
 
+        cur = self._write_cursor()
+
         def write() -> None:
-            db = self._db
-            db.executemany(_ROW_SQL, [row.args for row in rows])
-            for row in rows:
-                if row.run is not None:
-                    if not self._runs_ready:
-                        ensure_schema(db, self.path)
-                        self._runs_ready = True
-                    write_whole_run(db, row.run)
+            # A plain cursor: errors are mapped once, by _retry_tx, not per statement (sqlite.StoreConnection).
+            cur.executemany(_ROW_SQL, (row.args for row in rows))
+            runs = [row.run for row in rows if row.run is not None]
+            if runs:
+                if not self._runs_ready:
+                    ensure_schema(self._db, self.path)
+                    self._runs_ready = True
+                write_whole_runs(cur, runs)
 
-        self._retry_tx(write)
+        self._retry_tx(write, cur)
 
-    def _retry_tx(self, body: Callable[[], T]) -> T:
-        """``body()`` in its own transaction; a locked file is retried with backoff until ``lock_wait`` has passed."""
+    def _write_cursor(self) -> sqlite3.Cursor:
+        cur = self._cursor
+        if cur is None:
+            cur = self._cursor = sqlite3.Cursor(self._db)
+        return cur
+
+    def _retry_tx(self, body: Callable[[], T], cur: sqlite3.Cursor | None = None) -> T:
+        """``body()`` in its own transaction; a locked file is retried with backoff until ``lock_wait`` has passed.
+
+        ``cur``: a plain cursor to begin and end the transaction with (the row writes' fast path).
+        """
         deadline = time.monotonic() + self.lock_wait
         pause = 0.05
         while True:
             try:
-                with self._transaction():
+                with self._transaction() if cur is None else Transaction(cur):
                     return body()
             except sqlite3.OperationalError as exc:
                 text = str(exc)
@@ -485,10 +498,16 @@ class BatchStore:
 
 def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
     """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
-    secret = set(secret_columns)
+    if not secret_columns and not red and type(data) is dict:
+        for v in data.values():
+            if type(v) not in _AS_IS:
+                break
+        else:  # every cell a plain scalar (the common row): the row is its own JSON
+            return json_text(data)
+    secret = set(secret_columns) if secret_columns else ()
     encoded = {}
     for k, v in data.items():
-        if k in secret:
+        if secret and k in secret:
             encoded[k] = {_REDACTED: True}
             continue
         t = type(v)
@@ -499,7 +518,10 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
             encoded[k] = _encode(red.scrub(v), red) if red else _encode(v)
         except Exception as exc:  # pickle: TypeError, RecursionError, PicklingError, ...
             raise UnstorableValue(k, f"{type(v).__name__}: {type(exc).__name__}: {exc}") from None
-    return json.dumps(encoded, allow_nan=True)
+    return json_text(encoded)  # json.dumps's text (NaN allowed); every value is JSON-exact or a marker by now
+
+
+_AS_IS = frozenset({int, float, bool, str, type(None)})  # cells stored as they are when nothing is redacted
 
 
 def _json_exact(value: Any) -> bool:

@@ -32,7 +32,7 @@ from nbflow._core.events import (
     RunStarted,
 )
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import Redactor, redact
+from nbflow._core.secrets import Redactor, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.owner import owner_alive, owner_token
@@ -43,7 +43,7 @@ from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_whole_run"]
+__all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_whole_run", "write_whole_runs"]
 
 SCHEMA_VERSION = 1
 
@@ -107,23 +107,30 @@ _NODE_SQL = (
     "traceback, reason, started_at, finished_at, state, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _QUESTION_SQL = "INSERT OR REPLACE INTO checkpoint_questions VALUES (?,?,?,?)"
+_NO_ANSWERS = dumps({})
 
 
 def _run_params(
-    run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor, owner: str | None
+    run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor, owner: str | None, shared: bool = False
 ) -> tuple[Any, ...]:
+    """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them)."""
     inputs = {k: redact(k, v) for k, v in run.inputs.items()}
+    if shared:
+        targets, names = _shared_dump("targets", run.targets), _shared_dump("nodes", tuple(run.nodes))
+        answers = dumps(run.answers, red) if run.answers else _NO_ANSWERS
+    else:
+        targets, names, answers = dumps(run.targets), dumps(list(run.nodes)), dumps(run.answers, red)
     return (
         run.run_id,
         run.flow,
         run.status.value,
         run.pause_version,
-        dumps(run.targets),
+        targets,
         dump("inputs", inputs),
-        dumps(run.answers, red),
+        answers,
         run.started_at,
         time.time(),
-        dumps(list(run.nodes)),
+        names,
         owner,
         red(run.reason) if run.reason is not None else None,
         run.finished_at,
@@ -177,6 +184,72 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     db.execute(_RUN_SQL, _run_params(run, dump, red, None))
     db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
     db.executemany(_QUESTION_SQL, [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()])
+
+
+def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
+    """``write_whole_run`` for many runs (a batch's group commit): the same rows, three statements in all.
+
+    The parts every row of a batch shares (its targets, its node names, no answers) are encoded once,
+    and each statement's parameters are made one at a time as SQLite takes them (generators): a group's
+    worth of parameter tuples alive at once would be promoted by the garbage collector, which then runs
+    its older, slower generations more often (measured as much as the encoding itself).
+    """
+    reds = [_redactor_of(run) for run in runs]
+    cur.executemany(
+        _RUN_SQL, (_run_params(run, _dumper(red), red, None, shared=True) for run, red in zip(runs, reds, strict=True))
+    )
+    cur.executemany(
+        _NODE_SQL,
+        (
+            _node_params(run, rec, _dumper(red), red)
+            for run, red in zip(runs, reds, strict=True)
+            for rec in run.nodes.values()
+        ),
+    )
+    if any(run.pending for run in runs):
+        cur.executemany(
+            _QUESTION_SQL,
+            (
+                (run.run_id, k, dumps(q, red), 1)
+                for run, red in zip(runs, reds, strict=True)
+                for k, q in run.pending.items()
+            ),
+        )
+
+
+_NO_SECRETS = Redactor()
+
+
+def _redactor_of(run: Run) -> Redactor:
+    texts = secret_texts(run._root.inputs)
+    return Redactor(texts) if texts else _NO_SECRETS
+
+
+def _dumper(red: Redactor) -> Callable[[str, Any], bytes | None]:
+    """``dump`` of ``write_whole_run``: a value that cannot be stored is left out (None)."""
+
+    def dump(what: str, value: Any) -> bytes | None:
+        try:
+            return dumps(value, red)
+        except Exception:
+            return None
+
+    return dump
+
+
+_SHARED: dict[tuple[str, Any], bytes] = {}  # ("targets" | "nodes", value) -> stored bytes (the same for a batch's rows)
+
+
+def _shared_dump(kind: str, value: Any) -> bytes:
+    """The stored bytes of a run's targets or node names (no secrets in them), remembered (up to 256)."""
+    key = (kind, value)
+    found = _SHARED.get(key)
+    if found is None:
+        found = dumps(list(value) if kind == "nodes" else value)
+        if len(_SHARED) >= 256:
+            _SHARED.clear()
+        _SHARED[key] = found
+    return found
 
 
 class CheckpointStore:

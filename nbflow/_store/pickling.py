@@ -160,7 +160,30 @@ def pickled(value: Any, redactor: Redactor | None = None) -> bytes:
     return buf.getvalue()
 
 
-_encode_json = json.JSONEncoder(allow_nan=True).encode  # one encoder: json.dumps builds none only by default
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _make_json_text() -> Any:
+    """``json.dumps(value)`` (same text: ASCII, ``", "``/``": "``, NaN allowed) without building an encoder
+    per call: JSONEncoder.encode makes a new C encoder for every value, most of its cost for small ones.
+    For values ``json_exact`` accepted (so no cycles: it recursed through them)."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the C accelerator
+        return json.JSONEncoder(allow_nan=True).encode
+    one = make(None, _no_default, encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    join = "".join
+
+    def text(value: Any) -> str:
+        return join(one(value, 0))
+
+    return text
+
+
+json_text = _make_json_text()
+_encode_json = json_text
 
 
 def dumps(value: Any, redactor: Redactor | None = None) -> bytes:

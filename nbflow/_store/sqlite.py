@@ -187,7 +187,7 @@ def _open_read_only(path: str, timeout: float) -> sqlite3.Connection:
 class Transaction:
     """``with Transaction(db, lock):`` one IMMEDIATE transaction, committed or rolled back."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
+    def __init__(self, db: sqlite3.Connection | sqlite3.Cursor, lock: threading.Lock | None = None) -> None:
         self._db = db
         self._lock = lock
 
