@@ -106,7 +106,7 @@ async def _rest(
     ``unwrap``: ``coro`` is ``call_sync``'s, so what it returns may be the sync function's coroutine, awaited too.
     """
     try:
-        out = await (coro if pending is _NOT_STARTED else _drive(coro, pending))
+        out = await (coro if pending is _NOT_STARTED else drive(coro, pending))
         if unwrap and type(out) is CoroutineType:  # a sync function handing back a coroutine
             out = await out
         if guard is not None:
@@ -121,9 +121,10 @@ async def _rest(
 
 
 @types.coroutine
-def _drive(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
+def drive(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
     """Drive ``coro`` on from its first suspension (what yielded ``pending``), as ``await coro`` would;
-    returns its result. What the task sends or throws in (a result, a cancellation) goes to ``coro``."""
+    returns its result. What the task sends or throws in (a result, a cancellation) goes to ``coro``;
+    ``close()`` too. The one driver for nodes first stepped by hand (here and the scheduler's workers)."""
     while True:
         try:
             value = yield pending

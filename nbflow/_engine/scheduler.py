@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-import types
 from collections import deque
-from collections.abc import Awaitable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -27,7 +26,7 @@ from nbflow._core.usage import CURRENT_NODE, CURRENT_RUN
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
 from nbflow._engine.ask import ACTIVE, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
-from nbflow._engine.lean import run_lean
+from nbflow._engine.lean import drive, run_lean
 from nbflow._engine.node import call_node
 from nbflow._engine.policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
 from nbflow._graph.graph import GNode, Graph, Plan
@@ -315,7 +314,7 @@ class _Scheduler:
             self.check_finished()
 
     def step_node(self, coro: Coroutine[Any, Any, None]) -> Awaitable[None] | None:
-        """Run ``coro`` (one node) up to its first suspension, on this worker; see ``_rest``.
+        """Run ``coro`` (one node) up to its first suspension, on this worker; see ``lean.drive``.
 
         Most nodes finish without ever waiting (compute, a cache hit, a sync node learned to run
         inline): they cost no task and no loop turn. A node that does wait first hands the other
@@ -328,7 +327,7 @@ class _Scheduler:
         except StopIteration:
             return None  # done without waiting
         self.pump()
-        return _rest(coro, pending)
+        return drive(coro, pending)
 
     async def execute_with_policy(self, g: GNode, rec: NodeRecord) -> None:
         """Gather inputs as the error strategies say (errors as data, defaults), then run the node."""
@@ -400,30 +399,6 @@ class _Scheduler:
 
 
 _PLAIN = NodePolicy()
-
-
-@types.coroutine
-def _rest(coro: Coroutine[Any, Any, None], pending: Any) -> Generator[Any, Any, None]:
-    """Drive ``coro`` on from its first suspension (what yielded ``pending``), as ``await coro`` would.
-
-    What the task sends or throws in (a result, a cancellation) goes to ``coro``; ``close()`` too.
-    """
-    while True:
-        try:
-            value = yield pending
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                pending = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                pending = coro.send(value)
-            except StopIteration:
-                return
 
 
 def _info(cls: type[ErrorInfo], rec: NodeRecord) -> ErrorInfo:
