@@ -44,10 +44,28 @@ NOT_ON_IMPORT = (
     "nbflow._flow.flow",
 )
 
-# What defining a flow (`nf.Flow` and a node; compiling it builds pydantic validators) must not load: batches, stores, the notebook view and
-# the third-party stack. (The engine's event loop is still imported here: `asyncio` is what a
-# hand-written DAG imports too.)
+# What defining a flow (`nf.Flow`, sync and async nodes, compiling it, its text drawing) must not load:
+# the engine (the event loop, anyio, threads, the scheduler, events, run records, fingerprinting: the
+# first run imports them), pydantic (the type checks' adapters are built at the first run), batches,
+# stores, the notebook view and the third-party stack.
 NOT_ON_DEFINE = (
+    "asyncio",
+    "anyio",
+    "concurrent.futures",
+    "socket",
+    "ssl",
+    "hashlib",
+    "json",
+    "pickle",
+    "nbflow._core.events",
+    "nbflow._record.run",
+    "nbflow._engine.scheduler",
+    "nbflow._engine.node",
+    "nbflow._engine.policy",
+    "nbflow._engine.kernel",
+    "nbflow._engine.fingerprint",
+    "nbflow._engine.caching",
+    "nbflow._flow.resume",
     "sqlite3",
     "pathlib",
     "uuid",
@@ -86,13 +104,60 @@ def test_import_nbflow_loads_nothing_heavy():
 def test_the_probe_can_fail():
     assert _loaded_after("import nbflow, json", NOT_ON_IMPORT) == ["json"]
     loaded = _loaded_after("import nbflow\nnbflow.Flow", NOT_ON_IMPORT)
-    assert {"asyncio", "dataclasses", "nbflow._flow.flow"} <= set(loaded)
+    assert {"dataclasses", "nbflow._flow.flow"} <= set(loaded)
+    ran = _loaded_after(_DEFINE + "flow.run(path='p', show=False).raise_for_status()\n", NOT_ON_DEFINE)
+    assert {"asyncio", "anyio", "pydantic", "nbflow._engine.scheduler", "nbflow._record.run"} <= set(ran)
     assert "nbflow._batch.api" in _loaded_after("import nbflow as nf\nnf.Flow('x').batch", NOT_ON_DEFINE)
 
 
-def test_defining_a_flow_loads_no_batch_store_or_notebook_stack():
-    code = "import nbflow as nf\nflow = nf.Flow('x', retry=2)\n@flow.node\ndef a(x: int) -> int:\n    return x + 1\n"
-    assert _loaded_after(code, NOT_ON_DEFINE) == []
+# Defining a flow as a notebook does: options, sync and async nodes with and without hints, a limit,
+# the compiled graph (policies and type checks resolved), its inputs and its text drawing (the
+# `text/plain` of its display; the SVG needs graphviz).
+_DEFINE = """
+import nbflow as nf
+from nbflow._show.draw import text_graph
+flow = nf.Flow("x", retry=2, limits={"llm": nf.Limit(max_concurrency=2)})
+@flow.node
+def load(path: str) -> list[int]:
+    return [len(path)]
+@flow.node(uses="llm", timeout=5)
+async def score(load: list[int], scale: float = 1.0) -> float:
+    return sum(load) * scale
+@flow.node
+def report(score, load):
+    return f"{score} {len(load)}"
+assert list(flow.graph.nodes) == ["load", "score", "report"] and list(flow.inputs) == ["path", "scale"]
+assert "score <- load, <scale>" in text_graph(flow.graph) and repr(flow) == "<Flow 'x': load, score, report>"
+"""
+
+
+def test_defining_a_flow_loads_no_engine_pydantic_batch_store_or_notebook_stack():
+    assert _loaded_after(_DEFINE, NOT_ON_DEFINE) == []
+
+
+def test_the_first_run_loads_the_engine_and_checks_types_before_any_node_starts():
+    """The type checks made at compile build their pydantic adapters when the first run starts."""
+    code = _DEFINE + (
+        "import sys\n"
+        "assert 'pydantic' not in sys.modules\n"
+        "run = flow.run(path='abc', scale=2.0, show=False)\n"
+        "assert run.status == 'succeeded' and run['report'] == '6.0 1', (run.status, run.outputs)\n"
+        "try:\n"
+        "    flow.run(path=['not', 'a', 'str'], show=False)\n"
+        "except nf.TypeValidationError as exc:\n"
+        "    assert exc.node == 'load' and exc.parameter == 'path', exc\n"
+        "else:\n"
+        "    raise AssertionError('no TypeValidationError')\n"
+        "bad = nf.Flow('bad')\n"
+        "@bad.node\n"
+        "def out() -> int:\n"
+        "    return 'x'\n"
+        "assert 'validation' in str(bad.run(show=False).nodes['out'].error).lower()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "ok"
 
 
 def test_the_lazy_methods_are_the_real_ones():

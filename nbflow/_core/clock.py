@@ -11,7 +11,6 @@ timer, because they must interrupt real work.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Protocol, runtime_checkable
@@ -37,6 +36,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # here: defining a flow (its default clock) must not import the event loop
+
         await asyncio.sleep(seconds)
 
     def __repr__(self) -> str:
@@ -75,6 +76,8 @@ class FakeClock:
         with self._lock:
             self.sleeps.append(seconds)
             self.now += max(0.0, seconds)
+        import asyncio
+
         await asyncio.sleep(0)
 
     def __repr__(self) -> str:

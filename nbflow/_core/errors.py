@@ -39,7 +39,6 @@ Every message names the node or parameter concerned and says how to fix the prob
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +94,8 @@ def short_repr(value: Any) -> str:
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
+    import difflib  # here: only an error message needs it
+
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -412,6 +413,8 @@ class MissingColumnError(BatchError):
         parts = []
         for name, nodes in self.missing.items():
             who = ", ".join(repr(n) for n in nodes)
+            import difflib
+
             close = difflib.get_close_matches(name, list(self.columns), n=1)
             col = close[0] if close else (self.columns[0] if self.columns else "your_column")
             parts.append(

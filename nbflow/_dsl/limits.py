@@ -8,14 +8,17 @@ waiter on another loop is woken with ``call_soon_threadsafe``. Nothing in it is 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.errors import FlowDefinitionError
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Limit"]
 
@@ -150,6 +153,8 @@ class Limit:
             if self._in_flight < self.max_concurrency and not self._waiters:
                 self._in_flight += 1
                 return
+            import asyncio  # here, when a caller must wait: declaring a Limit does not import the event loop
+
             loop = asyncio.get_running_loop()
             w = _Waiter(loop, loop.create_future())
             self._waiters.append(w)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import importlib
 import os
@@ -29,22 +28,24 @@ from nbflow._dsl.limits import Limit
 from nbflow._dsl.policies import OnError, Retry
 from nbflow._dsl.resource import ResourceSpec, make_resource_spec
 from nbflow._dsl.spec import NodeSpec, Source, make_spec, make_subflow_spec
-from nbflow._engine import scheduler as scheduler
-from nbflow._engine.caching import plan_cache
-from nbflow._engine.keep import attach_keep, check_keep
-from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
-from nbflow._engine.policy import FlowPolicies, build_policies
-from nbflow._engine.resources import close_specs
-from nbflow._flow import expiry, pickling
+from nbflow._flow import pickling
 from nbflow._flow.renames import note_declared
-from nbflow._flow.resume import claim, continue_run
 from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
-from nbflow._record.run import Run, Subscriber
+from nbflow._graph.policies import FlowPolicies, build_policies
+from nbflow._graph.validate import build_pending, pending
 from nbflow._show.draw import mimebundle, text_graph, to_dot
 
 if TYPE_CHECKING:
+    import asyncio
+
     from nbflow._batch import api as _batch
     from nbflow._batch import paused as _paused
+    from nbflow._engine import scheduler as scheduler
+    from nbflow._engine.keep import attach_keep, check_keep
+    from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
+    from nbflow._flow import expiry
+    from nbflow._flow.resume import claim, continue_run
+    from nbflow._record.run import Run, Subscriber
     from nbflow._store.node_cache import NodeCache
 
 __all__ = ["Flow"]
@@ -53,6 +54,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # Batches, stores, caches on disk, saved outputs and the notebook view are imported where a flow first
 # uses them, not by `nf.Flow`: defining a flow stays light (tests/test_import_cost.py pins it).
+# So is the engine (asyncio, anyio, the scheduler, events, run records): `_load_engine` imports it at the
+# first run (`run`/`arun`/`start`/a batch row/a resume) and binds its names as this module's globals, so
+# later runs look them up like any import, with no per-call import.
+_engine_loaded = False
+
+
+def _load_engine() -> None:
+    global _engine_loaded, asyncio, scheduler, attach_keep, check_keep, RunHandle, in_kernel, kernel_ticker
+    global run_blocking, expiry, claim, continue_run, Run
+    import asyncio
+
+    from nbflow._engine import scheduler
+    from nbflow._engine.keep import attach_keep, check_keep
+    from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
+    from nbflow._flow import expiry
+    from nbflow._flow.resume import claim, continue_run
+    from nbflow._record.run import Run
+
+    _engine_loaded = True
 
 
 class _Elsewhere:
@@ -442,6 +462,8 @@ class Flow:
             self._resources[spec.name] = spec
             self._changed()
             if old is not None:  # re-running the cell: the old instances must not linger
+                from nbflow._engine.resources import close_specs
+
                 close_specs([old])
             return f
 
@@ -458,10 +480,14 @@ class Flow:
         Called from a notebook cell, instances on the kernel's own loop close right after the cell
         (the loop is busy running it); ``await flow.aclose()`` waits for them.
         """
+        from nbflow._engine.resources import close_specs
+
         close_specs(self._resources.values())
 
     async def aclose(self) -> None:
         """Close every instance of this flow's resources and wait, also those on the running loop."""
+        from nbflow._engine.resources import close_specs
+
         pending = close_specs(self._resources.values())
         if pending is not None:
             await pending
@@ -551,6 +577,8 @@ class Flow:
             from nbflow._store.node_cache import NodeCache
 
             backend = self._node_cache = self._node_cache or NodeCache()
+        from nbflow._engine.caching import plan_cache
+
         plan = plan_cache(graph, backend, default, self.validate)
         return policies if plan is None else dataclasses.replace(policies, cache=plan)
 
@@ -584,6 +612,8 @@ class Flow:
         save: Mapping[str, Any] | None = None,
         trace: Any = None,
     ) -> tuple[Graph, Plan, Run, dict[str, Any], dict[str, Any]]:
+        if not _engine_loaded:
+            _load_engine()
         merged = dict(inputs or {})
         merged.update(kw)
         overrides = dict(overrides or {})
@@ -645,6 +675,10 @@ class Flow:
         timeout: float | None = None,
         tick: bool = True,
     ) -> Run:
+        if not _engine_loaded:  # a batch row or a resume may come here first
+            _load_engine()
+        if pending():  # the type checks' pydantic adapters, before any node's timeout= starts
+            build_pending()
         cap = concurrency if concurrency is not None else self.concurrency
         # The graph this run was planned on is still the flow's: its policies are current (a batch's
         # rows skip re-checking the flow and its sub-flows for changes, once per row).
@@ -680,6 +714,8 @@ class Flow:
         of its nodes starts, so the parent's record holds the sub-run while it runs, and keeps it
         (finished inner nodes included) when it is cancelled or times out.
         """
+        if not _engine_loaded:
+            _load_engine()
         graph = self.graph
         if previous is not None:
             child, inputs = previous, dict(previous.inputs)
@@ -695,6 +731,8 @@ class Flow:
                 child.subscribe(forward)
         if attach is not None:
             attach(child)
+        if pending():
+            build_pending()
         child._resources = None  # resolved on this loop (a resumed sub-flow may have run on another one)
         try:
             await scheduler.execute(graph, plan, child, inputs, {}, self.concurrency, self._resolved_policies())
@@ -800,7 +838,8 @@ class Flow:
         Needs a running loop (a notebook cell or async code); in a plain script use ``run()``.
         ``timeout``, ``show`` (the live view, with a Cancel button) and ``trace`` as in ``arun``.
         """
-
+        if not _engine_loaded:
+            _load_engine()
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -912,10 +951,14 @@ class Flow:
         return run
 
     def _resume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:
+        if not _engine_loaded:
+            _load_engine()
         claim(run, answer, question, version)
         return run_blocking(lambda: continue_run(run), run)
 
     async def _aresume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:
+        if not _engine_loaded:
+            _load_engine()
         claim(run, answer, question, version)
         return await continue_run(run)
 

@@ -16,7 +16,6 @@ lines later. Outside IPython nothing is recorded (a script declares each node on
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import warnings
 import weakref
@@ -66,6 +65,8 @@ def _body(code: Any) -> str:
     """The function's body without its name: a rename keeps it (consts hold nested code objects by repr)."""
     consts = tuple(c.co_code if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
     text = repr((code.co_code, consts, code.co_names, code.co_varnames))
+    import hashlib  # here: only a cell without an id (an old front end) needs it
+
     return hashlib.sha1(text.encode()).hexdigest()
 
 

@@ -1,4 +1,10 @@
-"""Type-hint validation with pydantic: adapters are built once per hint and cached."""
+"""Type-hint validation with pydantic: adapters are built once per hint and cached.
+
+Compiling a flow makes the validators but builds no adapter (pydantic's import alone is ~100 ms and
+10 MiB, more than defining a flow should cost): the hints wait in ``_pending`` until the first run
+builds them all at once (``build_pending``, before any node starts, so no node's ``timeout=`` pays
+for it), or until a validator is first called, whichever comes first.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,31 @@ from typing import Any
 
 from nbflow._core.errors import TypeValidationError
 
-__all__ = ["Validator", "hints_of", "make_validator"]
+__all__ = ["Validator", "build_pending", "hints_of", "make_validator", "pending"]
 
 Validator = Callable[[Any], Any]
 
 _NO_CHECK = {inspect.Parameter.empty, Any, object, None.__class__}
 # Hints whose exact-type values pass pydantic unchanged (lax mode only converts other types).
 _EXACT = frozenset({int, float, str, bool, bytes})
+# Hints of validators made since the last build: a set of hints, not of validators, so compiling
+# and dropping graphs without running them keeps at most one entry per distinct hint.
+_pending: set[Any] = set()
+
+
+def pending() -> bool:
+    """Whether some validator's adapter is still to build (a run calls ``build_pending`` first)."""
+    return bool(_pending)
+
+
+def build_pending() -> None:
+    """Build the adapters of every validator made so far (imports pydantic if one needs it)."""
+    while _pending:
+        try:
+            hint = _pending.pop()
+        except KeyError:  # another thread's run took the last one
+            return
+        _adapter(hint)
 
 
 def hints_of(func: Callable[..., Any], memo: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -54,6 +78,10 @@ def _hints_of(func: Callable[..., Any]) -> dict[str, Any]:
         return hints
 
 
+def _unchecked(value: Any) -> Any:
+    return value
+
+
 def hint_text(hint: Any) -> str:
     if isinstance(hint, type):
         return hint.__qualname__
@@ -78,20 +106,23 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
     if hint in _NO_CHECK or hint is None:
         return None
     try:
-        adapter = _adapter(hint)
-    except TypeError:  # unhashable hint
-        adapter = None
-    if adapter is None:
+        hash(hint)
+    except TypeError:  # unhashable hint: never checked (the adapters are cached by hint)
         return None
-    # The core validator directly: TypeAdapter.validate_python adds a wrapper layer per call.
-    validate = getattr(adapter, "validator", adapter).validate_python
+    _pending.add(hint)
     expected = hint_text(hint)
-
     exact = hint if hint in _EXACT else None
+    validate: Validator | None = None  # the adapter's core validator, bound on the first check
 
     def check(value: Any) -> Any:
+        nonlocal validate
         if type(value) is exact:  # a value of exactly the hinted builtin type: pydantic returns it as is
             return value
+        if validate is None:
+            adapter = _adapter(hint)  # built by build_pending at the run's start, or now
+            # The core validator directly: TypeAdapter.validate_python adds a wrapper layer per call.
+            # A hint pydantic cannot make an adapter for is not checked, as if it had none.
+            validate = _unchecked if adapter is None else getattr(adapter, "validator", adapter).validate_python
         try:
             return validate(value)
         except Exception as exc:

@@ -1,0 +1,102 @@
+"""Resolving every node's policy (retry, timeout, on_error, limits) and the failure handlers of a graph.
+
+Pure data and checks, done when a flow compiles (``flow.graph`` raises a conflict where it is
+written); applying them is the engine's (``engine/policy.py``), imported at the first run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nbflow._core.clock import SYSTEM_CLOCK, Clock
+from nbflow._core.errors import FlowDefinitionError, _suggest
+from nbflow._dsl.limits import Limit
+from nbflow._dsl.policies import OnError, Retry
+from nbflow._graph.graph import Graph
+
+if TYPE_CHECKING:
+    from nbflow._engine.caching import CachePlan
+
+__all__ = ["NO_POLICIES", "FlowPolicies", "NodePolicy", "build_policies"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePolicy:
+    """What to do around one node's call; only nodes with something to do get one."""
+
+    retry: Retry | None = None
+    timeout: float | None = None
+    on_error: OnError = "fail"
+    limits: tuple[Limit, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FlowPolicies:
+    """Every node's policy, the failure handlers, and the clock retry delays sleep on."""
+
+    nodes: Mapping[str, NodePolicy]
+    handler_of: Mapping[str, str]  # failed node -> the node that handles its failure
+    handles: Mapping[str, str]  # handler -> the node whose failure it handles
+    clock: Clock = SYSTEM_CLOCK
+    cache: CachePlan | None = None  # node caching (engine/caching.py); None: off
+
+    @property
+    def active(self) -> bool:
+        return bool(self.nodes or self.handles) or self.cache is not None
+
+    def continues(self, name: str) -> bool:
+        pol = self.nodes.get(name)
+        return pol is not None and pol.on_error == "continue"
+
+
+NO_POLICIES = FlowPolicies({}, {}, {})
+
+
+def build_policies(
+    graph: Graph, default_retry: Retry | None, limits: Mapping[str, Limit], clock: Clock
+) -> FlowPolicies:
+    """Resolve each node's options against the flow's defaults; raise FlowDefinitionError on conflicts."""
+    nodes: dict[str, NodePolicy] = {}
+    handler_of: dict[str, str] = {}
+    handles: dict[str, str] = {}
+    for name, g in graph.nodes.items():
+        opts = g.spec.options
+        retry = opts.get("retry", default_retry)
+        if retry is False:
+            retry = None
+        uses: tuple[str, ...] = opts.get("uses", ())
+        for u in uses:
+            if u not in limits:
+                raise FlowDefinitionError(
+                    f"node {name!r}: uses={u!r} names no limit of flow {graph.name!r}{_suggest(u, limits)}; "
+                    f"declare it with nf.Flow(..., limits={{{u!r}: nf.Limit(...)}}); "
+                    f"known limits: {', '.join(sorted(limits)) or '(none)'}"
+                )
+        on_error = opts.get("on_error", "fail")
+        pol = NodePolicy(
+            retry=retry if isinstance(retry, Retry) and retry.attempts > 1 else None,
+            timeout=opts.get("timeout"),
+            on_error=on_error,
+            # Sorted by name: nodes taking several limits always take them in the same order (no deadlock).
+            limits=tuple(limits[u] for u in sorted(set(uses))),
+        )
+        if pol != NodePolicy():
+            nodes[name] = pol
+        target = opts.get("on_failure_of")
+        if target is not None:
+            if target in handler_of:
+                raise FlowDefinitionError(
+                    f"node {name!r}: on_failure_of={target!r}, but {handler_of[target]!r} already handles the "
+                    f"failure of {target!r}; a node has at most one failure handler"
+                )
+            strategy = graph.nodes[target].spec.options.get("on_error", "fail")
+            if strategy != "fail":
+                raise FlowDefinitionError(
+                    f"node {name!r} handles failures of {target!r}, whose on_error={strategy!r} means it never "
+                    f"fails that way; use either on_error= on {target!r} or a failure handler, not both"
+                )
+            handler_of[target] = name
+            handles[name] = target
+    return FlowPolicies(nodes, handler_of, handles, clock)
