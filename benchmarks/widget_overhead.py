@@ -5,14 +5,17 @@ message to JSON like the kernel does (the front end is the only thing missing). 
 trivial nodes (the worst case: ~2,000 events as fast as the engine can emit them) and nodes that
 wait 1 ms (closer to real work). Prints the median times and the ratio; goal <= 1.1x.
 
-"End to end" includes creating the view and its final redraw (a fixed ~5-10 ms for 1,000 nodes);
-"the run itself" is ``run.duration``, what the per-event work (coalesced redraws) adds to the engine.
+"End to end" includes creating the view and its final redraw (a fixed ~3-4 ms for 1,000 nodes, was
+~6-8 ms before session 5); "the run itself" is ``run.duration``, what the per-event work (coalesced
+redraws) adds to the engine. A third line splits the view's own cost: creating it (its opening message
+included), its redraws and the last one (drawn after the run ends, before ``await`` returns). The
+1,000-node flow is shown as a table (no Graphviz); a picture's layout is made once per graph and shared.
 
 Then what reaches the browser per run of a 120-node flow drawn as a picture (a ~1 s run): messages and bytes
 after the opening message when every redraw sends every node's state (as before per-node deltas), and with
 per-node deltas (only the nodes that changed), in the same run.
 
-Run: ``python benchmarks/widget_overhead.py [repeats]``
+Run: ``python benchmarks/widget_overhead.py [repeats] [--only trivial|sleep_1ms] [--no-traffic]``
 """
 
 from __future__ import annotations
@@ -20,9 +23,8 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import sys
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import comm
 import ipywidgets
@@ -63,6 +65,32 @@ class WholeStateView(RunView):
         super().send(content, buffers)
 
 
+class TimedView(RunView):
+    """The view, timing its creation and each redraw (what the benchmark splits the view's cost into)."""
+
+    created: ClassVar[list[float]] = []
+    drawn: ClassVar[list[float]] = []
+    last: ClassVar[list[float]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        t0 = time.perf_counter()
+        self._draws = 0.0
+        super().__init__(*args, **kwargs)
+        TimedView.created.append(time.perf_counter() - t0)
+
+    def _redraw(self) -> None:
+        t0 = time.perf_counter()
+        super()._redraw()
+        took = time.perf_counter() - t0
+        self._draws += took
+        self._last = took
+
+    def close(self) -> None:
+        TimedView.drawn.append(self._draws)
+        TimedView.last.append(getattr(self, "_last", 0.0))
+        super().close()
+
+
 def build(kind: str, n: int = N, width: int = 20, wait: float = 0.001) -> nf.Flow:
     """A layered DAG: ``n`` nodes in layers of ``width``, each fed by two nodes of the layer above."""
     flow = nf.Flow(f"bench_{kind}_{n}")
@@ -87,7 +115,7 @@ async def once(flow: nf.Flow, view: bool, noop: bool = False) -> tuple[float, fl
     """(seconds from start to finish including the view's creation, seconds the run itself took)."""
     t0 = time.perf_counter()
     handle = flow.start(show=False, on_event=(lambda e: None) if noop else None)
-    v = RunView(handle) if view else None
+    v = TimedView(handle) if view else None
     run = await handle
     total = time.perf_counter() - t0
     assert run.status is nf.RunStatus.SUCCEEDED, run
@@ -97,12 +125,15 @@ async def once(flow: nf.Flow, view: bool, noop: bool = False) -> tuple[float, fl
     return total, run.duration or 0.0
 
 
-async def main(repeats: int) -> None:
+async def main(repeats: int, kinds: tuple[str, ...] = ("trivial", "sleep_1ms"), traffic_too: bool = True) -> None:
     comm.create_comm = lambda *a, **k: JsonComm(*a, **k)  # type: ignore[assignment]
-    for kind in ("trivial", "sleep_1ms"):
+    for kind in kinds:
         flow = build(kind)
         await once(flow, False)
         await once(flow, True)  # warm up both paths
+        TimedView.created.clear()
+        TimedView.drawn.clear()
+        TimedView.last.clear()
         plain: list[tuple[float, float]] = []
         viewed: list[tuple[float, float]] = []
         for _ in range(repeats):  # interleaved, so drift on a shared machine hits both alike
@@ -117,8 +148,15 @@ async def main(repeats: int) -> None:
                 f"{kind:9s} {what:34s}: without {a * 1000:7.1f} ms, with view {b * 1000:7.1f} ms, "
                 f"ratio {b / a:.3f}x (a no-op subscriber alone: {c / a:.3f}x)"
             )
+        print(
+            f"{kind:9s} {'the view itself (median per run)':34s}: created in "
+            f"{statistics.median(TimedView.created) * 1000:.2f} ms, redrawn in "
+            f"{statistics.median(TimedView.drawn) * 1000:.2f} ms, of which the last "
+            f"{statistics.median(TimedView.last) * 1000:.2f} ms"
+        )
     print(f"(bytes serialised for the front end in total: {JsonComm.sent:,})")
-    await traffic(repeats)
+    if traffic_too:
+        await traffic(repeats)
 
 
 async def traffic(repeats: int, n: int = 120) -> None:
@@ -148,4 +186,12 @@ async def traffic(repeats: int, n: int = 120) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 7))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repeats", nargs="?", type=int, default=7)
+    parser.add_argument("--only", choices=("trivial", "sleep_1ms"), help="one workload only")
+    parser.add_argument("--no-traffic", action="store_true", help="skip the browser-traffic comparison")
+    args = parser.parse_args()
+    kinds = (args.only,) if args.only else ("trivial", "sleep_1ms")
+    asyncio.run(main(args.repeats, kinds, not args.no_traffic))

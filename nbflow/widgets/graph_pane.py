@@ -30,6 +30,7 @@ __all__ = [
     "initial_collapse",
     "looks",
     "node_paths",
+    "path_index",
     "subflow_paths",
     "table_html",
     "tries",
@@ -62,6 +63,14 @@ def node_paths(graph: Graph, prefix: str = "") -> Iterator[tuple[str, GNode]]:
         child = getattr(g.spec, "flow", None)
         if child is not None:
             yield from node_paths(child.graph, f"{prefix}{name}.")
+
+
+def path_index(graph: Graph) -> dict[str, GNode]:
+    """``node_paths`` as a dict, made once per graph (a sub-flow edited recompiles its parent's graph too)."""
+    found = graph._views.get("path_index")
+    if found is None:
+        found = graph._views["path_index"] = dict(node_paths(graph))
+    return dict(cast("dict[str, GNode]", found))
 
 
 def first_doc_lines(graph: Graph) -> dict[str, str]:
@@ -242,13 +251,7 @@ def table_html(
     records = {path: record(path) for path in paths}
     names = list(paths)
     if len(names) > max_rows:  # what needs attention first, then the flow's order
-        urgent = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}
-
-        def rank(n: str) -> int:
-            rec = records[n]
-            return urgent.get(rec.status, 9) if rec is not None else 10
-
-        names.sort(key=rank)
+        names = _urgent_first(names, records)
     rows = []
     for name in names[:max_rows]:
         rec = records[name]
@@ -272,6 +275,29 @@ def table_html(
         '<table class="nbflow-table"><thead><tr><th>state</th><th>node</th><th>fed by</th><th>time</th>'
         f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
     )
+
+
+_URGENT = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}
+
+
+def _urgent_first(names: list[str], records: Mapping[str, NodeRecord | None]) -> list[str]:
+    """Failed, running, cancelled, skipped nodes first (in that order), then the others, then the nodes not
+    in the run; each group in the flow's order. One pass, then a sort of the (few) urgent ones only."""
+    urgent: list[tuple[int, int, str]] = []
+    others: list[str] = []
+    absent: list[str] = []
+    for i, name in enumerate(names):
+        rec = records[name]
+        if rec is None:
+            absent.append(name)
+            continue
+        rank = _URGENT.get(rec.status)
+        if rank is None:
+            others.append(name)
+        else:
+            urgent.append((rank, i, name))
+    urgent.sort()
+    return [name for _, _, name in urgent] + others + absent
 
 
 def subflow_paths(graph: Graph) -> list[str]:
@@ -301,11 +327,13 @@ def initial_collapse(graph: Graph, max_nodes: int) -> frozenset[str] | None:
     Everything open when the whole graph fits in ``max_nodes``; else every sub-flow folded (the user opens
     the ones they want); None when even that is too big, or ``dot`` is missing.
     """
+    every = frozenset(subflow_paths(graph))
+    if not every and len(graph.nodes) > max_nodes:  # the table, whether `dot` is there or not (no PATH search)
+        return None
     if not has_dot():
         return None
-    every = frozenset(subflow_paths(graph))
     if not every:  # no sub-flows: the node count decides
-        return frozenset() if len(graph.nodes) <= max_nodes else None
+        return frozenset()
     if visible_nodes(graph, frozenset()) <= max_nodes:
         return frozenset()
     return every if visible_nodes(graph, every) <= max_nodes else None
