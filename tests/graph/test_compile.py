@@ -168,6 +168,35 @@ def test_mismatch_between_nodes_names_the_consuming_parameter():
     assert isinstance(err, nf.TypeValidationError) and (err.node, err.parameter) == ("b", "a")
 
 
+def test_type_checks_build_their_adapters_when_the_first_run_starts_not_at_compile():
+    """Compiling makes the checks without building pydantic adapters; the run builds them before its first
+    node starts; the checks refuse a wrong value as before (an arbitrary class by isinstance)."""
+    from nbflow._graph import validate
+
+    class Opaque:
+        pass
+
+    flow = nf.Flow("lazy_checks")
+
+    @flow.node
+    def a(x: "list[tuple[int, str]]", o: Opaque) -> dict[str, int]:
+        return {"n": len(x)}
+
+    validate._pending.clear()
+    graph = flow.graph
+    assert validate._pending == {list[tuple[int, str]], Opaque, dict[str, int]}
+    run = flow.run(x=[(1, "a")], o=Opaque(), show=False)
+    assert run.status is nf.RunStatus.SUCCEEDED and run["a"] == {"n": 1}
+    assert not validate.pending()  # built when the run started
+    with pytest.raises(nf.TypeValidationError) as info:
+        flow.run(x=[("not an int", "a")], o=Opaque(), show=False)
+    assert (info.value.node, info.value.parameter) == ("a", "x")
+    with pytest.raises(nf.TypeValidationError) as info:
+        flow.run(x=[], o="not an Opaque", show=False)
+    assert (info.value.node, info.value.parameter) == ("a", "o")
+    assert flow.graph is graph  # the same compiled graph: its checks were built in place
+
+
 def test_forward_reference_hints_do_not_break_definition():
     flow = nf.Flow("f")
 
