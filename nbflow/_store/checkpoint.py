@@ -129,10 +129,15 @@ _NO_ANSWERS = dumps({})
 
 
 def _run_params(
-    run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor, owner: str | None, shared: bool = False
+    run: Run,
+    dump: Callable[[str, Any], bytes | None],
+    red: Redactor,
+    owner: str | None,
+    shared: bool = False,
+    record: bytes | None = None,
 ) -> tuple[Any, ...]:
-    """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them)."""
-    inputs = {k: redact(k, v) for k, v in run.inputs.items()}
+    """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them);
+    ``record``: the run's record (``_record_blob``), which holds its inputs (the column is left NULL)."""
     if shared:
         targets, names = _shared_dump("targets", run.targets), _shared_dump("nodes", tuple(run.nodes))
         answers = dumps(run.answers, red) if run.answers else _NO_ANSWERS
@@ -144,7 +149,7 @@ def _run_params(
         run.status.value,
         run.pause_version,
         targets,
-        dump("inputs", inputs),
+        dump("inputs", _inputs(run)) if record is None else None,
         answers,
         run.started_at,
         time.time(),
@@ -153,6 +158,11 @@ def _run_params(
         red(run.reason) if run.reason is not None else None,
         run.finished_at,
     )
+
+
+def _inputs(run: Run) -> dict[str, Any]:
+    """The run's inputs as stored: secret ones (by name, or ``nf.Secret``) as the redaction marker."""
+    return {k: redact(k, v) for k, v in run.inputs.items()}
 
 
 def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
@@ -214,7 +224,7 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
             record = _record_blob(run, red)
             if record is None:
                 by_node.append((run, red))
-            yield (*_run_params(run, _dumper(red), red, None, shared=True), record)
+            yield (*_run_params(run, _dumper(red), red, None, shared=True, record=record), record)
 
     cur.executemany(_WHOLE_RUN_SQL, headers())
     if by_node:
@@ -234,9 +244,10 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
 
 
 def _record_blob(run: Run, red: Redactor) -> bytes | None:
-    """Every node record of ``run`` as one stored value of built-in data (the columns of ``checkpoint_nodes``
-    per node, secrets redacted as there; ``pickling.core_bytes``: loading it runs no code), or None when
-    the record holds anything else (then: a row per node)."""
+    """The inputs and every node record of ``run`` as one stored value of built-in data, ``{"inputs": ...,
+    "nodes": [the columns of checkpoint_nodes, per node]}`` (secrets redacted as there;
+    ``pickling.core_bytes``: loading it runs no code), or None when the record holds anything else (a
+    secret's marker, an error object...: then the header's inputs column and a row per node)."""
     nodes = []
     for rec in run.nodes.values():
         if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
@@ -255,7 +266,7 @@ def _record_blob(run: Run, red: Redactor) -> bytes | None:
                 _detail(rec),
             ]
         )
-    return core_bytes(nodes, red)
+    return core_bytes({"inputs": _inputs(run), "nodes": nodes}, red)
 
 
 _NO_SECRETS = Redactor()
@@ -501,11 +512,12 @@ class CheckpointStore:
         """A run stored as one record (``write_whole_runs``) gets a row per node, as the checkpoints of a
         running run update them; inside the caller's transaction, before it claims the run. Its node
         records are the stored ones: ``run`` was loaded from them and nothing changed it yet."""
+        red = self._redactor(run)
         cur = self._db.execute(
-            "UPDATE checkpoint_runs SET record=NULL WHERE run_id=? AND record IS NOT NULL", (run.run_id,)
+            "UPDATE checkpoint_runs SET record=NULL, inputs=? WHERE run_id=? AND record IS NOT NULL",
+            (dumps(_inputs(run), red), run.run_id),
         )
         if cur.rowcount == 1:
-            red = self._redactor(run)
             dump = _dumper(red)
             self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
 
@@ -538,8 +550,9 @@ class CheckpointStore:
             if head is None:
                 known = ", ".join(r[0] for r in self.run_ids()[:10]) or "none"
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
-            if head[-1] is not None:  # one record for the whole run (write_whole_runs): its values are decoded
-                nodes = [(*node[:9], None, node[9]) for node in loads(head[-1])]
+            record = loads(head[-1]) if head[-1] is not None else None
+            if record is not None:  # one record for the whole run (write_whole_runs): its values are decoded
+                nodes = [(*node[:9], None, node[9]) for node in record["nodes"]]
                 value: Callable[[Any], Any] = _as_is
             else:
                 nodes = self._db.execute(
@@ -554,7 +567,12 @@ class CheckpointStore:
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at, _ = head
-        inputs = loads(inputs) if inputs is not None else {}
+        if record is not None:
+            inputs = record["inputs"]
+        elif inputs is not None:
+            inputs = loads(inputs)
+        else:
+            inputs = {}
         inputs.update(secrets or {})
         run = Run(flow, run_id, inputs, loads(names) if names is not None else [])
         run.status = RunStatus(status)
