@@ -243,28 +243,33 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
         )
 
 
+_STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
+
+
 def _record_blob(run: Run, red: Redactor) -> bytes | None:
     """The inputs and every node record of ``run`` as one stored value of built-in data, ``{"inputs": ...,
-    "nodes": [the columns of checkpoint_nodes, per node]}`` (secrets redacted as there;
+    "nodes": [the columns of checkpoint_nodes per node, without state, detail as _detail_values]}``
+    (secrets redacted as there;
     ``pickling.core_bytes``: loading it runs no code), or None when the record holds anything else (a
     secret's marker, an error object...: then the header's inputs column and a row per node)."""
     nodes = []
     for rec in run.nodes.values():
         if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
             return None  # map items, loop iterations and sub-flow runs are objects: a row per node
+        status = rec.status
         nodes.append(
-            [
+            (
                 rec.name,
-                rec.status.value,
-                rec.output if rec.status is NodeStatus.SUCCEEDED else None,
+                _STATUS_TEXT[status],
+                rec.output if status is NodeStatus.SUCCEEDED else None,
                 rec.error_type,
                 red(rec.error_message) if rec.error_message is not None else None,
                 red(rec.traceback) if rec.traceback is not None else None,
                 rec.skip_reason,
                 rec.started_at,
                 rec.finished_at,
-                _detail(rec),
-            ]
+                _detail_values(rec),
+            )
         )
     return core_bytes({"inputs": _inputs(run), "nodes": nodes}, red)
 
@@ -552,7 +557,7 @@ class CheckpointStore:
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
             record = loads(head[-1]) if head[-1] is not None else None
             if record is not None:  # one record for the whole run (write_whole_runs): its values are decoded
-                nodes = [(*node[:9], None, node[9]) for node in record["nodes"]]
+                nodes = [(*node[:9], None, dict(zip(_DETAIL, node[9], strict=True))) for node in record["nodes"]]
                 value: Callable[[Any], Any] = _as_is
             else:
                 nodes = self._db.execute(
@@ -628,18 +633,24 @@ def _record(name: str) -> NodeRecord:
     return NodeRecord(name)
 
 
+_DETAIL = ("attempts", "recovered", "cached", "cache_key", "overridden", "inputs")  # the order of _detail_values
+
+
 def _detail(rec: NodeRecord) -> dict[str, Any]:
     """The parts of a node record the first columns do not hold (secret inputs redacted by name)."""
-    return {
-        "attempts": [
-            [a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts
-        ],  # JSON when no error
-        "recovered": rec.recovered,
-        "cached": rec.cached,
-        "cache_key": rec.cache_key,
-        "overridden": rec.overridden,
-        "inputs": {k: redact(k, v) for k, v in rec.inputs.items()},
-    }
+    return dict(zip(_DETAIL, _detail_values(rec), strict=True))
+
+
+def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
+    """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
+    return (
+        [[a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts],  # JSON when no error
+        rec.recovered,
+        rec.cached,
+        rec.cache_key,
+        rec.overridden,
+        {k: redact(k, v) for k, v in rec.inputs.items()},
+    )
 
 
 def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
