@@ -235,14 +235,18 @@ def core_bytes(value: Any, redactor: Redactor | None = None) -> bytes | None:
         buf = io.BytesIO()
         found = _CORE_PICKLERS.one = (buf, _CorePickler(buf, protocol=5))
     buf, pickler = found
-    buf.seek(0)
-    buf.truncate()
-    pickler.clear_memo()
     try:
         pickler.dump(value)
+        return _CORE + buf.getvalue()
     except Exception:  # _NotCore, RecursionError (too deep), ...
         return None
-    return _CORE + buf.getvalue()
+    finally:
+        pickler.clear_memo()  # holds what it pickled: let go of it now
+        if buf.tell() > 1 << 20:  # a big value: do not keep its buffer for the next one
+            del _CORE_PICKLERS.one
+        else:
+            buf.seek(0)
+            buf.truncate()
 
 
 def dumps(value: Any, redactor: Redactor | None = None) -> bytes:

@@ -192,3 +192,35 @@ def test_a_secret_echoed_by_a_node_never_reaches_a_record(tmp_path: Path) -> Non
     wal = db.with_name(db.name + "-wal")
     raw = db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
     assert secret.encode() not in raw
+
+
+def test_built_in_data_round_trips_exactly_and_nothing_else_is_taken() -> None:
+    from nbflow._store.pickling import core_bytes, loads
+
+    values = [
+        {"a": [1, 2.5, None, True], 3: "int key", (1, "t"): {"nested": (b"raw", bytearray(b"ba"))}},
+        {"set": {1, 2}, "frozen": frozenset({"x"}), "big": 10**40, "text": "é" * 3},
+    ]
+    for value in values:
+        back = loads(core_bytes(value))
+        assert back == value and type(back) is type(value)
+    nan = loads(core_bytes([float("nan")]))[0]
+    assert nan != nan
+
+    class Mine:
+        pass
+
+    class Text(str):
+        pass
+
+    for other in (Mine(), Text("a"), nf.RunStatus.PAUSED, len, Mine, 1j, ValueError("x")):
+        assert core_bytes({"v": [other]}) is None, other  # the caller stores it another way
+    assert loads(core_bytes({"api": "key sk-12345678 here"}, _redactor("sk-12345678"))) == {
+        "api": "key [REDACTED] here"
+    }
+
+
+def _redactor(*texts: str) -> object:
+    from nbflow._core.secrets import Redactor
+
+    return Redactor(texts)
