@@ -97,10 +97,16 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         raise StoreError(
             f"store {str(path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); upgrade nbflow to read it"
         )
+    if getattr(db, "read_only", False):
+        return  # a read-only copy (sqlite.open_db) is read as it is: an older file has no record column
     _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
     if row is not None and int(row[0]) < SCHEMA_VERSION:  # schema 1: its runs stay as they are (record NULL)
         db.execute("UPDATE nbflow_meta SET value=? WHERE key='checkpoint_schema'", (str(SCHEMA_VERSION),))
+
+
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})"))
 
 
 _RUN_SQL = (
@@ -332,6 +338,8 @@ class CheckpointStore:
                 ensure_schema(self._db, self.path)
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
+        # Runs may be one record (schema 2); a read-only copy of a schema 1 file has no such column.
+        self._record_column = "record" if _has_column(self._db, "checkpoint_runs", "record") else "NULL"
         self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -548,7 +556,7 @@ class CheckpointStore:
         try:
             head = self._db.execute(
                 "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, "
-                "finished_at, record FROM checkpoint_runs "
+                f"finished_at, {self._record_column} FROM checkpoint_runs "
                 "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
