@@ -214,8 +214,8 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
     """``write_whole_run`` for many runs (a batch's group commit), in as few statements as possible.
 
     A run whose node records are built-in data only (the common batch row) is ONE header row holding them all
-    in its ``record`` (one encoding, one insert); any other run (an error object in an attempt, a tuple,
-    a DataFrame, a secret input...) is written as before: a header and one row per node, each value
+    in its ``record`` (one encoding, one insert); any other run (an error object in an attempt, a
+    DataFrame, a secret input's marker, map/loop/sub-flow state...) is written as before: a header and one row per node, each value
     encoded on its own, so what cannot be stored is left out alone.
     The parts every row of a batch shares (its targets, its node names, no answers) are encoded once,
     and each statement's parameters are made one at a time as SQLite takes them (generators): a group's
