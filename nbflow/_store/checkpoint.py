@@ -1,6 +1,12 @@
 """SQLite checkpoints: every finished node and every pause of a run, so it survives a kernel restart.
 
-Format: one SQLite file (WAL mode), one transaction per state change. Values (node outputs, inputs,
+Format: one SQLite file (WAL mode), one transaction per state change. A run is a header row
+(``checkpoint_runs``) and one row per node (``checkpoint_nodes``); a whole finished run written at once
+(a batch row's, ``write_whole_runs``) whose record is built-in data only keeps its nodes in ONE value instead,
+the header's ``record`` (schema 2: one insert and one encoding per run, not one per node). A run stored
+so is turned into the row-per-node layout when it is resumed (``claim``), before anything else changes.
+Schema 1 files are migrated when opened (the column is added; their runs keep the first layout).
+Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
 ``api_key``/``token``/``password``) are written as a redaction marker, never as their value.
@@ -36,7 +42,7 @@ from nbflow._core.secrets import Redactor, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import NodeRecord, Run
 from nbflow._store.owner import owner_alive, owner_token
-from nbflow._store.pickling import StoredError, UntrustedData, dumps
+from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps
 from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
@@ -45,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_whole_run", "write_whole_runs"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: checkpoint_runs.record (one blob holding the node records of a whole run)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,7 +73,8 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 
 # Columns added after the first release (files without them get them on open; old readers ignore them):
 # owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
-_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL"}
+# record: a whole run's node records in one value of built-in data (schema 2; NULL: they are rows of checkpoint_nodes).
+_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL", "record": "BLOB"}
 # detail: what the first columns do not hold (attempts, recovered, cached, original error type).
 _NODE_COLUMNS = {"detail": "BLOB"}
 
@@ -90,8 +97,16 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         raise StoreError(
             f"store {str(path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); upgrade nbflow to read it"
         )
+    if getattr(db, "read_only", False):
+        return  # a read-only copy (sqlite.open_db) is read as it is: an older file has no record column
     _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
+    if row is not None and int(row[0]) < SCHEMA_VERSION:  # schema 1: its runs stay as they are (record NULL)
+        db.execute("UPDATE nbflow_meta SET value=? WHERE key='checkpoint_schema'", (str(SCHEMA_VERSION),))
+
+
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})"))
 
 
 _RUN_SQL = (
@@ -102,6 +117,15 @@ _RUN_SQL = (
     "started_at=excluded.started_at, updated_at=excluded.updated_at, owner=excluded.owner, "
     "reason=excluded.reason, finished_at=excluded.finished_at"
 )
+# A whole run at once (write_whole_runs): the header with its record, replacing whatever an earlier write left.
+_WHOLE_RUN_SQL = (
+    "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, targets, inputs, answers, "
+    "started_at, updated_at, nodes, owner, reason, finished_at, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT(run_id) DO UPDATE SET "
+    "status=excluded.status, pause_version=excluded.pause_version, inputs=excluded.inputs, "
+    "answers=excluded.answers, started_at=excluded.started_at, updated_at=excluded.updated_at, "
+    "owner=excluded.owner, reason=excluded.reason, finished_at=excluded.finished_at, record=excluded.record"
+)
 _NODE_SQL = (
     "INSERT OR REPLACE INTO checkpoint_nodes (run_id, node, status, output, error_type, error_message, "
     "traceback, reason, started_at, finished_at, state, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -111,10 +135,15 @@ _NO_ANSWERS = dumps({})
 
 
 def _run_params(
-    run: Run, dump: Callable[[str, Any], bytes | None], red: Redactor, owner: str | None, shared: bool = False
+    run: Run,
+    dump: Callable[[str, Any], bytes | None],
+    red: Redactor,
+    owner: str | None,
+    shared: bool = False,
+    record: bytes | None = None,
 ) -> tuple[Any, ...]:
-    """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them)."""
-    inputs = {k: redact(k, v) for k, v in run.inputs.items()}
+    """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them);
+    ``record``: the run's record (``_record_blob``), which holds its inputs (the column is left NULL)."""
     if shared:
         targets, names = _shared_dump("targets", run.targets), _shared_dump("nodes", tuple(run.nodes))
         answers = dumps(run.answers, red) if run.answers else _NO_ANSWERS
@@ -126,7 +155,7 @@ def _run_params(
         run.status.value,
         run.pause_version,
         targets,
-        dump("inputs", inputs),
+        dump("inputs", _inputs(run)) if record is None else None,
         answers,
         run.started_at,
         time.time(),
@@ -135,6 +164,11 @@ def _run_params(
         red(run.reason) if run.reason is not None else None,
         run.finished_at,
     )
+
+
+def _inputs(run: Run) -> dict[str, Any]:
+    """The run's inputs as stored: secret ones (by name, or ``nf.Secret``) as the redaction marker."""
+    return {k: redact(k, v) for k, v in run.inputs.items()}
 
 
 def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
@@ -173,39 +207,37 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     How a batch row's run reaches the store with its row (``flow.batch(..., store=, keep=)``). A value that
     cannot be stored is left out of the record (the row itself says how the node ended).
     """
-    red = Redactor.for_inputs(run._root.inputs)
-
-    def dump(what: str, value: Any) -> bytes | None:
-        try:
-            return dumps(value, red)
-        except Exception:
-            return None
-
-    db.execute(_RUN_SQL, _run_params(run, dump, red, None))
-    db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
-    db.executemany(_QUESTION_SQL, [(run.run_id, k, dumps(q, red), 1) for k, q in run.pending.items()])
+    write_whole_runs(db.cursor(), [run])
 
 
 def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
-    """``write_whole_run`` for many runs (a batch's group commit): the same rows, three statements in all.
+    """``write_whole_run`` for many runs (a batch's group commit), in as few statements as possible.
 
+    A run whose node records are built-in data only (the common batch row) is ONE header row holding them all
+    in its ``record`` (one encoding, one insert); any other run (an error object in an attempt, a
+    DataFrame, a secret input's marker, map/loop/sub-flow state...) is written as before: a header and one row per node, each value
+    encoded on its own, so what cannot be stored is left out alone.
     The parts every row of a batch shares (its targets, its node names, no answers) are encoded once,
     and each statement's parameters are made one at a time as SQLite takes them (generators): a group's
     worth of parameter tuples alive at once would be promoted by the garbage collector, which then runs
     its older, slower generations more often (measured as much as the encoding itself).
     """
     reds = [_redactor_of(run) for run in runs]
-    cur.executemany(
-        _RUN_SQL, (_run_params(run, _dumper(red), red, None, shared=True) for run, red in zip(runs, reds, strict=True))
-    )
-    cur.executemany(
-        _NODE_SQL,
-        (
-            _node_params(run, rec, _dumper(red), red)
-            for run, red in zip(runs, reds, strict=True)
-            for rec in run.nodes.values()
-        ),
-    )
+    by_node: list[tuple[Run, Redactor]] = []  # the runs not stored as one record
+
+    def headers() -> Any:
+        for run, red in zip(runs, reds, strict=True):
+            record = _record_blob(run, red)
+            if record is None:
+                by_node.append((run, red))
+            yield (*_run_params(run, _dumper(red), red, None, shared=True, record=record), record)
+
+    cur.executemany(_WHOLE_RUN_SQL, headers())
+    if by_node:
+        cur.executemany(
+            _NODE_SQL,
+            (_node_params(run, rec, _dumper(red), red) for run, red in by_node for rec in run.nodes.values()),
+        )
     if any(run.pending for run in runs):
         cur.executemany(
             _QUESTION_SQL,
@@ -215,6 +247,37 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
                 for k, q in run.pending.items()
             ),
         )
+
+
+_STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
+
+
+def _record_blob(run: Run, red: Redactor) -> bytes | None:
+    """The inputs and every node record of ``run`` as one stored value of built-in data, ``{"inputs": ...,
+    "nodes": [the columns of checkpoint_nodes per node, without state, detail as _detail_values]}``
+    (secrets redacted as there;
+    ``pickling.core_bytes``: loading it runs no code), or None when the record holds anything else (a
+    secret's marker, an error object...: then the header's inputs column and a row per node)."""
+    nodes = []
+    for rec in run.nodes.values():
+        if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
+            return None  # map items, loop iterations and sub-flow runs are objects: a row per node
+        status = rec.status
+        nodes.append(
+            (
+                rec.name,
+                _STATUS_TEXT[status],
+                rec.output if status is NodeStatus.SUCCEEDED else None,
+                rec.error_type,
+                red(rec.error_message) if rec.error_message is not None else None,
+                red(rec.traceback) if rec.traceback is not None else None,
+                rec.skip_reason,
+                rec.started_at,
+                rec.finished_at,
+                _detail_values(rec),
+            )
+        )
+    return core_bytes({"inputs": _inputs(run), "nodes": nodes}, red)
 
 
 _NO_SECRETS = Redactor()
@@ -275,6 +338,8 @@ class CheckpointStore:
                 ensure_schema(self._db, self.path)
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
+        # Runs may be one record (schema 2); a read-only copy of a schema 1 file has no such column.
+        self._record_column = "record" if _has_column(self._db, "checkpoint_runs", "record") else "NULL"
         self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -402,6 +467,7 @@ class CheckpointStore:
         self.identity.check()
         try:
             with self._tx():
+                self._spread_record(run)
                 status = "cancelled" if cancel else "running"
                 owner = None if cancel else owner_token()
                 if gone != "":  # interrupted: take it over from the process that is gone
@@ -438,6 +504,7 @@ class CheckpointStore:
         self.identity.check()
         try:
             with self._tx():
+                self._spread_record(run)
                 cur = self._db.execute(
                     "UPDATE checkpoint_runs SET status='running', updated_at=?, owner=?, reason=NULL, "
                     "finished_at=NULL WHERE run_id=? AND status='failed' AND finished_at IS ?",
@@ -453,6 +520,19 @@ class CheckpointStore:
                 )
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+
+    def _spread_record(self, run: Run) -> None:
+        """A run stored as one record (``write_whole_runs``) gets a row per node, as the checkpoints of a
+        running run update them; inside the caller's transaction, before it claims the run. Its node
+        records are the stored ones: ``run`` was loaded from them and nothing changed it yet."""
+        red = self._redactor(run)
+        cur = self._db.execute(
+            "UPDATE checkpoint_runs SET record=NULL, inputs=? WHERE run_id=? AND record IS NOT NULL",
+            (dumps(_inputs(run), red), run.run_id),
+        )
+        if cur.rowcount == 1:
+            dump = _dumper(red)
+            self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
 
     def run_ids(self) -> list[tuple[str, str, str]]:
         """(run_id, flow, status) of every stored run, newest first."""
@@ -475,26 +555,37 @@ class CheckpointStore:
         loads = partial(_loads, allow_pickle=allow_pickle)
         try:
             head = self._db.execute(
-                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, finished_at "
-                "FROM checkpoint_runs "
+                "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, "
+                f"finished_at, {self._record_column} FROM checkpoint_runs "
                 "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
             if head is None:
                 known = ", ".join(r[0] for r in self.run_ids()[:10]) or "none"
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
-            nodes = self._db.execute(
-                "SELECT node, status, output, error_type, error_message, traceback, reason, started_at, "
-                "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
-                (run_id,),
-            ).fetchall()
+            record = loads(head[-1]) if head[-1] is not None else None
+            if record is not None:  # one record for the whole run (write_whole_runs): its values are decoded
+                nodes = [(*node[:9], None, dict(zip(_DETAIL, node[9], strict=True))) for node in record["nodes"]]
+                value: Callable[[Any], Any] = _as_is
+            else:
+                nodes = self._db.execute(
+                    "SELECT node, status, output, error_type, error_message, traceback, reason, started_at, "
+                    "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
+                    (run_id,),
+                ).fetchall()
+                value = loads
             questions = self._db.execute(
                 "SELECT key, question FROM checkpoint_questions WHERE run_id=? AND open=1", (run_id,)
             ).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at = head
-        inputs = loads(inputs) if inputs is not None else {}
+        flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at, _ = head
+        if record is not None:
+            inputs = record["inputs"]
+        elif inputs is not None:
+            inputs = loads(inputs)
+        else:
+            inputs = {}
         inputs.update(secrets or {})
         run = Run(flow, run_id, inputs, loads(names) if names is not None else [])
         run.status = RunStatus(status)
@@ -521,7 +612,7 @@ class CheckpointStore:
         for name, st, output, etype, emsg, tb, reason, t0, t1, state, detail in nodes:
             rec = run.nodes.setdefault(name, _record(name))
             rec.status = NodeStatus(st)
-            rec.output = loads(output) if rec.status is NodeStatus.SUCCEEDED else MISSING
+            rec.output = value(output) if rec.status is NodeStatus.SUCCEEDED else MISSING
             rec.error = StoredError(etype, emsg) if etype else None
             rec.traceback, rec.skip_reason, rec.started_at, rec.finished_at = tb, reason, t0, t1
             if state is not None:
@@ -535,29 +626,39 @@ class CheckpointStore:
                 if rec.subrun is not None:
                     _reroot(rec.subrun, run)
             if detail is not None:
-                _restore_detail(rec, loads(detail))
+                _restore_detail(rec, value(detail))
         for key, q in questions:
             run.pending[key] = loads(q)
         self.track(run, save=False)
         return run
 
 
+def _as_is(value: Any) -> Any:
+    return value
+
+
 def _record(name: str) -> NodeRecord:
     return NodeRecord(name)
 
 
+_DETAIL = ("attempts", "recovered", "cached", "cache_key", "overridden", "inputs")  # the order of _detail_values
+
+
 def _detail(rec: NodeRecord) -> dict[str, Any]:
     """The parts of a node record the first columns do not hold (secret inputs redacted by name)."""
-    return {
-        "attempts": [
-            [a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts
-        ],  # JSON when no error
-        "recovered": rec.recovered,
-        "cached": rec.cached,
-        "cache_key": rec.cache_key,
-        "overridden": rec.overridden,
-        "inputs": {k: redact(k, v) for k, v in rec.inputs.items()},
-    }
+    return dict(zip(_DETAIL, _detail_values(rec), strict=True))
+
+
+def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
+    """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
+    return (
+        [[a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts],  # JSON when no error
+        rec.recovered,
+        rec.cached,
+        rec.cache_key,
+        rec.overridden,
+        {k: redact(k, v) for k, v in rec.inputs.items()},
+    )
 
 
 def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:

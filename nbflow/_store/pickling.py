@@ -5,7 +5,9 @@ written before the package was split into layers still load (old class paths, wi
 Safe to open: ``loads`` never unpickles data without a valid tag unless ``allow_pickle=True``; it raises
 ``UntrustedData`` (a StoreError) instead, before a single byte is unpickled.
 
-Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBT1" + ...``
+Formats of one stored value: ``b"NBJ1" + JSON`` (values JSON gives back exactly), ``b"NBD1" + pickle``
+of built-in data only (``core_bytes``: no class or function in it, so loading it runs no code; a
+whole run's record), ``b"NBT1" + ...``
 (plain data JSON cannot hold: DataFrames, arrays, models, tuples... - ``plain.py``, no code runs on
 load), ``b"NBS1" + tag(32) + pickle`` (signed), or a bare pickle (nbflow 0.1: untrusted).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import threading
 from typing import Any
 
 from nbflow._core.errors import StoreError
@@ -25,6 +28,7 @@ from nbflow._store import trust
 _JSON = b"NBJ1"
 _SIGNED = b"NBS1"
 _PLAIN = b"NBT1"  # nbflow/_store/plain.py: code-free tagged JSON + blobs
+_CORE = b"NBD1"  # a pickle of built-in data only (core_bytes): unsigned, loading it runs no code
 _TAG = 32
 
 HOW_TO_TRUST = (
@@ -186,18 +190,74 @@ json_text = _make_json_text()
 _encode_json = json_text
 
 
-def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
-    """``value`` as stored: JSON when JSON keeps it exactly, else the code-free form of ``plain.py``
-    (DataFrames, arrays, models, tuples, datetimes...), else a signed pickle; secrets' texts redacted."""
-    t = type(value)
-    if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
-        return _JSON + _encode_json(value).encode()
+def json_bytes(value: Any, redactor: Redactor | None = None) -> bytes | None:
+    """``value`` as ``dumps`` stores it when JSON gives it back exactly (secrets' texts redacted), else None."""
     try:
         scrubbed = redactor.scrub(value) if redactor else value
         if json_exact(scrubbed):
             return _JSON + _encode_json(scrubbed).encode()
     except RecursionError:
         pass
+    return None
+
+
+class _NotCore(Exception):
+    pass
+
+
+class _CorePickler(pickle.Pickler):
+    """Pickles built-in data only: None, bool, int, float, str, bytes, bytearray and lists, tuples, dicts,
+    sets, frozensets of those (exact types; pickle writes them without calling ``reducer_override``).
+    Anything else (a class, a function, an instance, a str subclass, an enum...) is refused."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        raise _NotCore
+
+
+class _CoreUnpickler(pickle.Unpickler):
+    """Loads what ``_CorePickler`` wrote: a pickle naming any class or function is refused before it is
+    looked up, so no code chosen by the file runs (the "restricting globals" rule of the pickle docs)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise UntrustedData(f"a stored record of built-in data names {module}.{name}: the file was tampered with")
+
+
+_CORE_PICKLERS = threading.local()  # one pickler per thread, reused (a new one per value costs more than the value)
+
+
+def core_bytes(value: Any, redactor: Redactor | None = None) -> bytes | None:
+    """``value`` stored as built-in data (``b"NBD1"`` + pickle), read back exactly and without running code;
+    None if it holds anything else (the caller stores it another way). Secrets' texts are redacted."""
+    if redactor:
+        value = redactor.scrub(value)
+    found = getattr(_CORE_PICKLERS, "one", None)
+    if found is None:
+        buf = io.BytesIO()
+        found = _CORE_PICKLERS.one = (buf, _CorePickler(buf, protocol=5))
+    buf, pickler = found
+    try:
+        pickler.dump(value)
+        return _CORE + buf.getvalue()
+    except Exception:  # _NotCore, RecursionError (too deep), ...
+        return None
+    finally:
+        pickler.clear_memo()  # holds what it pickled: let go of it now
+        if buf.tell() > 1 << 20:  # a big value: do not keep its buffer for the next one
+            del _CORE_PICKLERS.one
+        else:
+            buf.seek(0)
+            buf.truncate()
+
+
+def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
+    """``value`` as stored: JSON when JSON keeps it exactly, else the code-free form of ``plain.py``
+    (DataFrames, arrays, models, tuples, datetimes...), else a signed pickle; secrets' texts redacted."""
+    t = type(value)
+    if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
+        return _JSON + _encode_json(value).encode()
+    found = json_bytes(value, redactor)
+    if found is not None:
+        return found
     from nbflow._store import plain  # imported on first use: it is not needed by JSON-only stores
 
     try:
@@ -244,6 +304,8 @@ def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
     data = bytes(data)
     if data[:4] == _JSON:
         return json.loads(data[4:])
+    if data[:4] == _CORE:
+        return _CoreUnpickler(io.BytesIO(data[4:])).load()
     if data[:4] == _PLAIN:
         from nbflow._store import plain
 

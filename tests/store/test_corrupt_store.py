@@ -67,7 +67,7 @@ def test_resume_and_every_batch_reader_on_a_corrupt_batch_table(stored: dict) ->
 
 def test_load_run_and_flow_resume_on_a_corrupt_checkpoint_table(stored: dict) -> None:
     db = stored["db"]
-    _corrupt_root_page(db, "checkpoint_nodes")
+    _corrupt_root_page(db, "checkpoint_runs")  # a batch's kept runs: one row each, holding its node records
     with pytest.raises(nf.StoreError, match=FIX) as err:
         nf.load_run(db, stored["run_id"])
     assert str(db) in str(err.value)

@@ -1,0 +1,275 @@
+"""Checkpoint schema 2: a batch row's kept run is ONE stored record (header row + all its nodes in one
+value of built-in data) instead of a header and a row per node. Files of schema 1 (today's main before
+this change) are migrated when opened and read back identically; runs stored either way load, resume
+and cancel; a tampered record runs no code; secrets never reach it."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import nbflow as nf
+from tests.store import schema2_flow
+
+RESOURCES = Path(__file__).parent.parent / "resources"
+
+
+def _layout(db: Path) -> dict[str, object]:
+    with closing(sqlite3.connect(db)) as con:
+        meta = dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall())
+        records = dict(con.execute("SELECT run_id, record IS NOT NULL FROM checkpoint_runs").fetchall())
+        node_rows = dict(con.execute("SELECT run_id, COUNT(*) FROM checkpoint_nodes GROUP BY run_id").fetchall())
+    return {"meta": meta, "records": records, "node_rows": node_rows}
+
+
+def _plain(value: object) -> object:
+    """JSON-comparable: NaN (never equal to itself) as a marker."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return "<NaN>" if isinstance(value, float) and value != value else value
+
+
+@pytest.fixture
+def schema1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict]:
+    """A copy of the store main wrote before this change, and what it read back then."""
+    monkeypatch.setenv("NBFLOW_STORE_KEY", schema2_flow.KEY)  # its failed row's error objects are signed pickles
+    from nbflow._store import checkpoint
+
+    checkpoint._STORES.clear()
+    db = tmp_path / "schema2_store.db"
+    shutil.copy(RESOURCES / "schema2_store.db", db)
+    expected = json.loads((RESOURCES / "schema2_store.json").read_text())
+    with closing(sqlite3.connect(db)) as con:
+        assert dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall()) == {
+            "batch_schema": "2",
+            "checkpoint_schema": "1",
+        }
+    return db, expected
+
+
+def test_a_schema_1_store_is_migrated_and_reads_back_identically(schema1: tuple[Path, dict]) -> None:
+    db, expected = schema1
+    for row, run_id in expected["run_ids"].items():  # nf.load_run opens (and migrates) the file
+        back = schema2_flow.describe(nf.load_run(db, run_id))
+        assert back == expected["runs"][row], row
+    with nf.BatchStore(db) as store:
+        frame = store.load(expected["batch_id"])
+    assert _plain(frame.astype(str).to_dict(orient="split")) == _plain(expected["frame"])
+    layout = _layout(db)
+    assert layout["meta"] == {"batch_schema": "2", "checkpoint_schema": "2"}
+    assert set(layout["records"].values()) == {0}  # its runs keep the row-per-node layout
+    assert sum(layout["node_rows"].values()) == 15
+
+
+def test_a_migrated_store_resumes_its_batch_and_its_paused_and_failed_runs(schema1: tuple[Path, dict]) -> None:
+    db, expected = schema1
+    flow = schema2_flow.make_flow()
+    frame = flow.batch(schema2_flow.ROWS, store=db, resume=True, retry_failed=True, keep="all", progress=False)
+    assert frame.attrs["batch_id"] == expected["batch_id"]
+    assert list(frame["status"]) == ["succeeded", "succeeded", "failed", "paused", "succeeded"]
+    again = [str(i) for i in frame.index if frame.loc[i, "run_id"] != expected["run_ids"][str(i)]]
+    assert again == ["2"]  # only the failed row ran again; the paused one waits for its answer
+    paused = expected["run_ids"]["3"]
+    stored = nf.load_run(db, paused, secrets={"api_key": schema2_flow.ROWS[3]["api_key"]})  # never stored
+    run = flow.resume(stored, "yes")
+    assert run.status is nf.RunStatus.SUCCEEDED and run["review"] == "yes"
+    assert nf.load_run(db, paused)["review"] == "yes"
+
+
+def _asking_flow(fail: dict[str, bool] | None = None) -> nf.Flow:
+    flow = nf.Flow("records")
+
+    @flow.node
+    def prep(x: int) -> dict:
+        return {"x": x, "pair": (x, -x), "tags": {"a", "b"}}  # a tuple and a set: built-in data, kept exactly
+
+    @flow.node
+    async def call(prep: dict) -> float:
+        if fail is not None and fail["now"] and prep["x"] == 1:
+            fail["now"] = False
+            raise ValueError("row one fails once")
+        return prep["x"] / 4
+
+    @flow.node
+    async def review(call: float) -> str:
+        if call == 0.5:
+            return await nf.ask("Publish?", options=["yes", "no"])
+        return "auto"
+
+    return flow
+
+
+def test_kept_runs_are_one_record_each_and_load_back_equal(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    frame = _asking_flow().batch([{"x": i} for i in range(4)], store=db, keep="all", progress=False)
+    assert list(frame["status"]) == ["succeeded", "succeeded", "paused", "succeeded"]
+    layout = _layout(db)
+    assert layout["meta"] == {"batch_schema": "2", "checkpoint_schema": "2"}
+    assert set(layout["records"].values()) == {1} and layout["node_rows"] == {}
+    for i in range(4):
+        run = frame.nbflow.run(i)
+        back = nf.load_run(db, run.run_id)
+        assert schema2_flow.describe(back) == schema2_flow.describe(run)
+        assert back["prep"] == {"x": i, "pair": (i, -i), "tags": {"a", "b"}}
+        assert type(back["prep"]["pair"]) is tuple
+    assert list(nf.load_run(db, frame.loc[2, "run_id"]).pending) == list(frame.nbflow.run(2).pending)
+
+
+def test_a_run_stored_as_one_record_resumes_and_its_nodes_are_checkpointed_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    flow = _asking_flow()
+    frame = flow.batch([{"x": i} for i in range(3)], store=db, keep="all", progress=False)
+    run_id = frame.loc[2, "run_id"]
+    run = flow.resume(run_id, "no", store=db)  # claimed: the record becomes a row per node first
+    assert run.status is nf.RunStatus.SUCCEEDED and run["review"] == "no"
+    layout = _layout(db)
+    assert layout["records"][run_id] == 0 and layout["node_rows"][run_id] == 3
+    back = nf.load_run(db, run_id)
+    assert back["review"] == "no" and back["prep"] == {"x": 2, "pair": (2, -2), "tags": {"a", "b"}}
+    assert schema2_flow.describe(back)["nodes"]["prep"] == schema2_flow.describe(run)["nodes"]["prep"]
+
+
+def test_a_failed_run_stored_as_one_record_resumes_and_a_cancelled_one_stays_cancelled(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    fail = {"now": True}
+    flow = _asking_flow(fail)
+    frame = flow.batch([{"x": i} for i in range(3)], store=db, keep="all", progress=False)
+    assert list(frame["status"]) == ["succeeded", "failed", "paused"]
+    failed, paused = frame.loc[1, "run_id"], frame.loc[2, "run_id"]
+    run = flow.resume(failed, store=db)  # the failed node and what it skipped run again
+    assert run.status is nf.RunStatus.SUCCEEDED and run["call"] == 0.25
+    assert nf.load_run(db, failed)["call"] == 0.25
+    stored = nf.load_run(db, paused)
+    stored.cancel("nobody will answer")
+    back = nf.load_run(db, paused)
+    assert back.status is nf.RunStatus.CANCELLED and back.record("review").status is nf.NodeStatus.CANCELLED
+    assert back["prep"] == {"x": 2, "pair": (2, -2), "tags": {"a", "b"}}
+
+
+def test_a_tampered_record_is_refused_and_runs_no_code(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    frame = _asking_flow().batch([{"x": 0}], store=db, keep="all", progress=False)
+    marker = tmp_path / "pwned"
+    from tests.store.evil import Evil
+
+    evil = b"NBD1" + pickle.dumps([["prep", "succeeded", Evil(str(marker))]], protocol=5)
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE checkpoint_runs SET record = ?", (evil,))
+    from nbflow._store import checkpoint
+
+    checkpoint._STORES.clear()
+    with pytest.raises(nf.StoreError, match=r"names (posix|os)\.mkdir: the file was tampered with"):
+        nf.load_run(db, frame.loc[0, "run_id"])
+    with pytest.raises(nf.StoreError):
+        nf.load_run(db, frame.loc[0, "run_id"], allow_pickle=True)  # built-in data never unpickles objects
+    assert not marker.exists()
+
+
+def test_a_secret_echoed_by_a_node_never_reaches_a_record(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("echo")
+
+    @flow.node
+    def greet(name: str, Token: str) -> str:  # the secret-name rule ignores case
+        return f"hello {name}, your token is {Token}"
+
+    secret = "tok-Very-Secret-123"
+    frame = flow.batch(
+        pd.DataFrame({"name": ["ann", "bob"], "Token": [secret, secret]}), store=db, keep="all", progress=False
+    )
+    assert list(frame["status"]) == ["succeeded", "succeeded"]
+    run = nf.load_run(db, frame.loc[0, "run_id"])
+    assert run["greet"] == "hello ann, your token is [REDACTED]"
+    wal = db.with_name(db.name + "-wal")
+    raw = db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    assert secret.encode() not in raw
+
+
+def test_built_in_data_round_trips_exactly_and_nothing_else_is_taken() -> None:
+    from nbflow._store.pickling import core_bytes, loads
+
+    values = [
+        {"a": [1, 2.5, None, True], 3: "int key", (1, "t"): {"nested": (b"raw", bytearray(b"ba"))}},
+        {"set": {1, 2}, "frozen": frozenset({"x"}), "big": 10**40, "text": "é" * 3},
+    ]
+    for value in values:
+        back = loads(core_bytes(value))
+        assert back == value and type(back) is type(value)
+    nan = loads(core_bytes([float("nan")]))[0]
+    assert nan != nan
+
+    class Mine:
+        pass
+
+    class Text(str):
+        pass
+
+    for other in (Mine(), Text("a"), nf.RunStatus.PAUSED, len, Mine, 1j, ValueError("x")):
+        assert core_bytes({"v": [other]}) is None, other  # the caller stores it another way
+    assert loads(core_bytes({"api": "key sk-12345678 here"}, _redactor("sk-12345678"))) == {
+        "api": "key [REDACTED] here"
+    }
+
+
+def _redactor(*texts: str) -> object:
+    from nbflow._core.secrets import Redactor
+
+    return Redactor(texts)
+
+
+READ_ONLY_SCRIPT = """
+import json, sys
+import nbflow as nf
+from tests.store import schema2_flow
+
+db, expected = sys.argv[1], json.loads(open(sys.argv[2]).read())
+out = {row: schema2_flow.describe(nf.load_run(db, run_id)) for row, run_id in expected["run_ids"].items()}
+print(json.dumps(out == expected["runs"]))
+"""
+
+
+def test_a_read_only_copy_of_a_schema_1_store_reads_back_identically(tmp_path: Path) -> None:
+    # Nothing can be migrated in a read-only copy (a read-only mount, as in test_read_only_store): read as it is.
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    shutil.copy(RESOURCES / "schema2_store.db", folder / "schema2_store.db")
+    before = (folder / "schema2_store.db").read_bytes()
+    command = [
+        sys.executable,
+        "-c",
+        READ_ONLY_SCRIPT,
+        str(folder / "schema2_store.db"),
+        str(RESOURCES / "schema2_store.json"),
+    ]
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None:
+            pytest.fail("running as root needs unshare(1) to make a read-only mount for this test")
+        shell = (
+            f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} && "
+            f'touch {folder}/probe 2>/dev/null && echo WRITABLE && exit 9; exec "$@"'
+        )
+        command = ["unshare", "-m", "sh", "-c", shell, "sh", *command]
+    else:
+        (folder / "schema2_store.db").chmod(0o444)
+        folder.chmod(0o555)
+    env = {**os.environ, "NBFLOW_STORE_KEY": schema2_flow.KEY, "PYTHONPATH": str(Path(__file__).parents[2])}
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.stdout.strip().splitlines()[-1] == "true"
+    assert (folder / "schema2_store.db").read_bytes() == before
