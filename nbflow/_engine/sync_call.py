@@ -17,6 +17,7 @@ call before it is moved back. ``thread=True`` rules that out; ``thread=False`` a
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from typing import Any
@@ -25,10 +26,11 @@ from nbflow._engine.executors import in_thread, in_thread_unless
 from nbflow._engine.threads import NOT_RUN
 from nbflow._graph.graph import CallMode, GNode
 
-__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "call_sync"]
+__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "PROBE_WAIT", "call_sync"]
 
 INLINE_BELOW = 0.000_2  # s: a thread hop costs ~50-150 µs of CPU; calls shorter than ~this are cheaper inline
 BACK_TO_THREAD = 0.003  # s: an inline call this long (garbage collection not counted) held the loop: back to a thread
+PROBE_WAIT = 0.05  # s: calls waiting for the probes' verdict hop anyway after this (a blocking node's first wave)
 _NEEDED = 3  # quick calls in a row in a thread before going inline (doubled per recent strike)
 _MAX_STRIKES = 10
 _FORGIVE_AFTER = 1024  # clean inline calls in a row that forgive one strike (a preempted process, not the node)
@@ -51,22 +53,84 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
         return func(**kwargs)
     if mode.inline:
         return _inline(mode, func, kwargs)
-    # Many rows can reach a node in one loop turn (250 in flight: a wave of 250 calls) before its first
-    # thread calls prove it quick; the calls still waiting for a thread token then run inline.
-    box = await in_thread_unless(g.spec.name, lambda: mode.inline, _timed, func, kwargs)
+    # While it learns, and none of its calls was slow since it last left the loop, at most as many calls
+    # as it needs quick ones go to threads at once (the probes); the others wait for their verdict, then
+    # run inline, or hop once a probe was slow (or none came back within PROBE_WAIT). A wave of 250 rows
+    # reaching it in one loop turn then costs ~3 hops (6 after an OS pause sent it back), not one per
+    # worker-thread token (40) or per row.
+    while not mode.slow_seen and mode.probing >= mode.needed and not mode.inline:
+        if not await _verdict(mode):
+            break
+    if mode.inline:
+        return _inline(mode, func, kwargs)
+    mode.probing += 1
+    box: Any = NOT_RUN
+    try:
+        # Calls still waiting for a thread token when the node proves quick run inline (NOT_RUN).
+        box = await in_thread_unless(g.spec.name, lambda: mode.inline, _timed, func, kwargs)
+    finally:
+        mode.probing -= 1
+        if box is not NOT_RUN:
+            wall, cpu = box[2], box[3]
+            if wall < INLINE_BELOW and cpu * 2 >= wall:
+                mode.fast += 1
+                if mode.fast >= mode.needed:
+                    mode.inline = True
+                    mode.fast = 0
+            else:
+                mode.fast = 0
+                mode.slow_seen = True
+        if mode.changed is not None:
+            _wake(mode)
     if box is NOT_RUN:
         return _inline(mode, func, kwargs)
-    wall, cpu = box[2], box[3]
-    if wall < INLINE_BELOW and cpu * 2 >= wall:
-        mode.fast += 1
-        if mode.fast >= mode.needed:
-            mode.inline = True
-            mode.fast = 0
-    else:
-        mode.fast = 0
     if box[0]:
         return box[1]
     raise box[1]
+
+
+async def _verdict(mode: CallMode) -> bool:
+    """Wait until a probe of ``mode``'s node finishes; False (no wait) when they run on another loop."""
+    loop = asyncio.get_running_loop()
+    changed = mode.changed
+    if changed is None:
+        changed = mode.changed = (loop, [])
+        loop.call_later(PROBE_WAIT, _expire, mode, changed)
+    elif changed[0] is not loop:
+        return False
+    waiter = loop.create_future()
+    changed[1].append(waiter)
+    await waiter
+    return True
+
+
+def _wake(mode: CallMode) -> None:
+    loop, waiters = mode.changed
+    mode.changed = None
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:  # (not reached: probes run on a loop)
+        running = None
+    if running is loop:
+        _release(waiters)
+        return
+    try:  # the waiters wait on another thread's loop (a flow shared across loops)
+        loop.call_soon_threadsafe(_release, waiters)
+    except RuntimeError:  # that loop closed meanwhile: nobody waits any more
+        pass
+
+
+def _expire(mode: CallMode, changed: Any) -> None:
+    """No probe came back within PROBE_WAIT: not quick (a quick call takes a hop's ~0.1-10 ms); calls hop."""
+    if mode.changed is changed:
+        mode.slow_seen = True
+        _wake(mode)
+
+
+def _release(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 def _inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
@@ -89,6 +153,7 @@ def _inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
 def _back_to_thread(mode: CallMode) -> None:
     mode.inline = False
     mode.fast = 0
+    mode.slow_seen = False  # quick until this call: its probes decide (see call_sync)
     mode.strikes = min(mode.strikes + 1, _MAX_STRIKES)
     mode.needed = _NEEDED << mode.strikes
 

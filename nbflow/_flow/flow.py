@@ -37,6 +37,7 @@ from nbflow._show.draw import mimebundle, text_graph, to_dot
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Awaitable
 
     from nbflow._batch import api as _batch
     from nbflow._batch import paused as _paused
@@ -697,6 +698,34 @@ class Flow:
         if tick:  # not a batch row (the batch answers its paused rows itself: flow.answer)
             expiry.arm(run)  # nf.ask(timeout=): the paused run goes on by itself at the deadline
         return run
+
+    def _row_executor(self, graph: Graph) -> Callable[[Plan, Run, dict[str, Any]], Awaitable[Run]]:
+        """``_execute(..., tick=False)`` for a batch's rows, with what every row shares resolved once.
+
+        The batch checked its options and planned every row up front (``_begin``'s checks are per
+        call, not per row), so per row only the run itself is left: the flow's policies and
+        concurrency are those of ``graph`` when the batch starts, the rows' runs are fresh (no
+        resources to reset before), and the batch wakes the loop itself.
+        """
+        if not _engine_loaded:  # a batch may be the flow's first run
+            _load_engine()
+        if pending():  # the type checks' pydantic adapters, before any row's node starts
+            build_pending()
+        policies = self._policies if graph is self._graph and self._policies is not None else self._resolved_policies()
+        cap = self.concurrency
+        execute = scheduler.execute
+        no_overrides: dict[str, Any] = {}
+
+        async def row(plan: Plan, run: Run, inputs: dict[str, Any]) -> Run:
+            try:
+                await execute(graph, plan, run, inputs, no_overrides, cap, policies)
+            finally:
+                run._resources = None  # a finished run keeps no resource alive
+            if run.store is not None:
+                run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+            return run
+
+        return row
 
     async def _execute_child(
         self,

@@ -100,13 +100,16 @@ class CallMode:
     The rule that updates it lives in ``nbflow._engine.sync_call``; this only holds the state.
     """
 
-    __slots__ = ("fast", "inline", "needed", "strikes")
+    __slots__ = ("changed", "fast", "inline", "needed", "probing", "slow_seen", "strikes")
 
     def __init__(self) -> None:
         self.inline = False  # every sync node starts in a worker thread
         self.fast = 0  # in a thread: quick calls in a row; inline: clean inline calls in a row
         self.needed = 3  # how many such calls move it inline (doubles after each move back)
         self.strikes = 0  # how often an inline call was too slow
+        self.probing = 0  # timed calls in worker threads right now, while it learns
+        self.slow_seen = False  # a timed call was not quick since it last left the loop: calls hop freely
+        self.changed: Any = None  # (loop, future) the calls waiting for the probes' verdict await
 
 
 @dataclass(frozen=True, slots=True)
