@@ -26,7 +26,7 @@ from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import Secret, secret_texts
-from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
 from nbflow._engine.caching import SAMPLE
 from nbflow._record.batch_progress import REFRESH, BatchProgress
@@ -63,7 +63,6 @@ FINISHED = ("succeeded", "failed", "paused")
 # Columns of a paused row's question, present when some row paused.
 QUESTION_COLUMNS = ("question_prompt", "question_options")
 # Enum members bound once (a lookup on the class costs ~0.1 µs on Python 3.11, several per row).
-_SUCCEEDED = NodeStatus.SUCCEEDED
 _RUN_SUCCEEDED, _RUN_CANCELLED, _RUN_PAUSED = RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.PAUSED
 
 
@@ -506,18 +505,9 @@ def _outcome_into(
     row: dict[str, Any], run: Run, outputs: list[str], status: str | None, timeout: float | None
 ) -> dict[str, Any]:
     """``outcome``'s columns added to ``row`` (a batch row's own columns), in the frame's column order."""
-    nodes = run.nodes
-    for o in outputs:
-        rec = nodes.get(o)
-        row[o] = rec.output if rec is not None and rec.status is _SUCCEEDED else None
-    failed = None
-    attempts = 0
-    for rec in nodes.values():
-        if failed is None and rec.error is not None:
-            failed = rec
-        n = len(rec.attempts)
-        if n > attempts:
-            attempts = n
+    values, failed, attempts = run._summary(outputs)
+    for o, value in zip(outputs, values, strict=True):
+        row[o] = value
     if status is None:
         rs = run.status
         if timeout is not None:
@@ -539,7 +529,8 @@ def _outcome_into(
         row["error_type"] = "TimeoutError"
         row["error_message"] = f"the row did not finish within row_timeout={timeout}s"
         row["error_node"] = next(
-            (r.name for r in nodes.values() if r.skip_reason and r.skip_reason.startswith("run cancelled while")), None
+            (r.name for r in run.nodes.values() if r.skip_reason and r.skip_reason.startswith("run cancelled while")),
+            None,
         )
     else:
         row["error_type"] = row["error_message"] = row["error_node"] = None

@@ -25,6 +25,7 @@ __all__ = ["CURRENT_NODE", "CURRENT_RUN", "ROW", "USAGE_COLUMNS", "Usage", "Usag
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost")
 
 CURRENT_NODE: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_node", default=None)
+"""Where a node runs: an object whose ``node`` is its NodeRecord (the engine's worker, set once per task)."""
 CURRENT_RUN: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_run", default=None)  # the node's run
 ROW: contextvars.ContextVar[list[tuple[Any, Any]] | None] = contextvars.ContextVar("nbflow_row_usage", default=None)
 
@@ -89,7 +90,8 @@ def usage(
     override what the object says. Call it once per model call. Raises UsageError for values it
     cannot count, RunnerError outside a running node.
     """
-    rec = CURRENT_NODE.get()
+    where = CURRENT_NODE.get()  # an object whose ``node`` is the record being run (set by the engine)
+    rec = None if where is None else where.node
     if rec is None or not rec.attempts:
         raise RunnerError(
             "nf.usage() records what a node's model call used, so it works inside a node of a running flow "

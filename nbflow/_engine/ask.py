@@ -20,7 +20,17 @@ from nbflow._core.missing import MISSING
 from nbflow._core.question import Question
 from nbflow._dsl.options import check_timeout
 
-__all__ = ["ACTIVE", "AskContext", "PauseSignal", "WorkerContext", "ask", "current", "expire", "validate_answer"]
+__all__ = [
+    "ACTIVE",
+    "AskContext",
+    "PauseSignal",
+    "PinnedNode",
+    "WorkerContext",
+    "ask",
+    "current",
+    "expire",
+    "validate_answer",
+]
 
 
 class PauseSignal(BaseException):
@@ -48,17 +58,38 @@ class AskContext:
 
 
 class WorkerContext:
-    """What a scheduler worker task is running now (one attribute write per node, no context var)."""
+    """What a scheduler worker task is running now (one attribute write per node, no context var).
 
-    __slots__ = ("node", "run", "task")
+    It is also what ``CURRENT_NODE`` holds for the worker's nodes (``nf.usage``): an object whose
+    ``node`` is the record being run (``PinnedNode`` holds one record for good).
+    """
+
+    __slots__ = ("armed", "breathing", "i", "run", "task")
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.node: Any = None  # the NodeRecord being run
+        self.i = -1  # the index of the node being run in the run's columns
         self.task: Any = None
+        self.armed = False  # the scheduler's check for a waiting node is pending (Scheduler.arm)
+        self.breathing = False  # the worker lets the loop turn between nodes (not waiting in one)
+
+    @property
+    def node(self) -> Any:
+        """The NodeRecord being run (made on first read)."""
+        return None if self.i < 0 else self.run._c.rec(self.i)
 
     def ask_context(self) -> AskContext:
         return AskContext(self.run._root, self.run._path + self.node.name, self.node)
+
+
+class PinnedNode:
+    """``CURRENT_NODE`` for one node for good (the policy path: a call abandoned at its timeout
+    may still report usage from its thread after the worker has moved on)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
 
 
 # The task running a node -> where it is; read only by nf.ask(), so the hot path pays one dict

@@ -13,36 +13,163 @@ started, and cancelling the run cancels them all before it returns.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
+from operator import itemgetter
+from types import CoroutineType, FunctionType
 from typing import Any
 
 import anyio
 
+from nbflow._core.config import config as _config
 from nbflow._core.events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunPaused, RunStarted
 from nbflow._core.states import NODE_FINAL, NodeStatus, RunStatus
 from nbflow._core.usage import CURRENT_NODE, CURRENT_RUN
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
-from nbflow._engine.ask import ACTIVE, WorkerContext
+from nbflow._engine.ask import ACTIVE, PinnedNode, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
-from nbflow._engine.lean import drive, run_lean
+from nbflow._engine.isolation import MutationCheck, isolate_inputs
+from nbflow._engine.lean import lean_failed, lean_started, lean_succeeded
 from nbflow._engine.node import call_node
 from nbflow._engine.policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
+from nbflow._engine.sync_call import call_inline, call_sync
 from nbflow._graph.graph import GNode, Graph, Plan
-from nbflow._record.run import NodeRecord, Run
+from nbflow._record.run import LEAN, NodeRecord, Run
 
 __all__ = ["execute"]
 
 _INLINE_BUDGET = 32  # nodes a worker runs back to back before it looks at the clock
 _BREATHE_EVERY = 0.001  # s: then it yields to the loop if it has held it this long (a loop turn costs ~µs per node)
+_time = time.time
+_perf = time.perf_counter
+_RUNNING = NodeStatus.RUNNING
 
 # Enum members bound once: ``NodeStatus.X`` costs ~0.1 µs a lookup on Python 3.11, several per node.
 _CANCELLED = NodeStatus.CANCELLED
 _FAILED = NodeStatus.FAILED
 _PAUSED = NodeStatus.PAUSED
+_PENDING = NodeStatus.PENDING
 _SKIPPED = NodeStatus.SKIPPED
 _SUCCEEDED = NodeStatus.SUCCEEDED
+
+
+class _Done:
+    """``asyncio.Event`` for the scheduler's "the run is over": most runs are over when their own task
+    (the first worker) returns, so the future a wait needs is made only if one does wait."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        if not self._set:
+            if self._waiter is None:
+                self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+
+
+class _Program:
+    """What the scheduler needs of a plan, by node index (the plan's order, which is the run's
+    column order: ``Run._align``). Made once per plan and reused by each of its runs."""
+
+    __slots__ = (
+        "by_position",
+        "deps",
+        "down",
+        "gnodes",
+        "lean",
+        "many",
+        "names",
+        "one",
+        "planned",
+        "returns",
+        "returns_as_is",
+        "roots",
+        "simple",
+        "waiting",
+    )
+
+    def __init__(self, graph: Graph, plan: Plan) -> None:
+        names = plan.nodes
+        index = {n: i for i, n in enumerate(names)}
+        nodes = graph.nodes
+        self.names = names
+        self.planned = frozenset(names)
+        self.gnodes = [nodes[n] for n in names]
+        self.waiting = [plan.waiting[n] for n in names]
+        self.roots = [i for i, left in enumerate(self.waiting) if not left]
+        self.down = [tuple(index[d] for d in g.downstream if d in index) for g in self.gnodes]
+        # A simple node whose upstreams all succeeded is ready without looking at them (see ``bad``).
+        self.simple = [g.simple for g in self.gnodes]
+        # The lean path (lean.py): plain nodes, no resources, not in a worker process.
+        self.lean = [
+            g.plain and not g.resources and (g.spec.is_async or g.spec.options.get("executor") != "process")
+            for g in self.gnodes
+        ]
+        # A simple node's arguments: (parameter, upstream index) or (parameter, flow input name). Made
+        # in C where every argument comes from an upstream node: ``one`` for one (a chain), ``many``
+        # (parameters, an itemgetter of their outputs) for several (a fan-in).
+        deps: list[tuple[tuple[str, int | str, bool], ...] | None] = []
+        one: list[tuple[str, int, bool] | None] = []
+        many: list[tuple[tuple[str, ...], Callable[[list[Any]], tuple[Any, ...]], bool] | None] = []
+        for g in self.gnodes:
+            fed = g.simple and all(d.source in index for d in g.deps if d.is_node)
+            by_nodes = fed and bool(g.deps) and all(d.is_node for d in g.deps)
+            deps.append(
+                tuple((d.param, index[d.source] if d.is_node else d.source, d.is_node) for d in g.deps) if fed else None
+            )  # None: merges, optional inputs: gather_kwargs reads the records
+            one.append(
+                (g.deps[0].param, index[g.deps[0].source], _positional(g.spec.func, (g.deps[0].param,)))
+                if by_nodes and len(g.deps) == 1
+                else None
+            )
+            params = tuple(d.param for d in g.deps)
+            many.append(
+                (params, itemgetter(*(index[d.source] for d in g.deps)), _positional(g.spec.func, params))
+                if by_nodes and len(g.deps) > 1
+                else None
+            )
+        self.deps = deps
+        self.one = one
+        self.many = many
+        self.by_position = [m is not None and m[2] for m in many]
+        # The return check, and the builtin type whose exact values it returns as they are (no call).
+        self.returns = [g.check_return for g in self.gnodes]
+        self.returns_as_is = [getattr(g.check_return, "exact", None) for g in self.gnodes]
+
+
+def _positional(func: Any, params: tuple[str, ...]) -> bool:
+    """Whether ``func``'s parameters are exactly ``params``, in this order, and can be passed by position."""
+    if type(func) is not FunctionType or "__wrapped__" in func.__dict__:
+        return False
+    code = func.__code__
+    return (
+        code.co_argcount == len(params)
+        and not code.co_kwonlyargcount
+        and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        and code.co_varnames[: len(params)] == params
+    )
+
+
+def _program(graph: Graph, plan: Plan) -> _Program:
+    prog = plan.prepared.get("program")
+    if prog is None:
+        prog = plan.prepared["program"] = _Program(graph, plan)
+    return prog
 
 
 class _Scheduler:
@@ -56,37 +183,54 @@ class _Scheduler:
         concurrency: int | None,
         policies: FlowPolicies,
     ) -> None:
+        prog = self.prog = _program(graph, plan)
         self.graph = graph
         self.run = run
+        self.cols = run._align(plan.nodes)  # index i of the columns is node i of the plan
         self.records = run.nodes
+        self.names = prog.names
         self.inputs = inputs
         self.overrides = overrides
         self.cap = concurrency if concurrency else 1 << 30
-        planned = set(plan.nodes)
-        self.planned = planned
-        self.order = plan.nodes
-        self.waiting = dict(plan.waiting)
-        self.ready: deque[str] = deque()
+        self.planned = prog.planned
+        self.waiting = prog.waiting.copy()
+        self.bad = [False] * len(prog.names)  # an upstream of the node ended without succeeding
+        self.ready: deque[int] = deque()
         self.in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
-        self.finished = asyncio.Event()
+        self.finished = _Done()
         self.crash: BaseException | None = None
         self.loop = asyncio.get_running_loop()
         self.policies = policies
         self.fresh = run.status is RunStatus.PENDING  # not a resumed run: no record is final yet
+        # The lean path takes a node PENDING and never tried: in a fresh run, every node (a node
+        # PENDING now stays so until it runs or is skipped; a resumed run's PAUSED ones are not).
+        self.lean = (
+            prog.lean
+            if self.fresh
+            else [
+                ok and a is None and st is _PENDING
+                for ok, a, st in zip(prog.lean, self.cols.attempts, self.cols.status, strict=False)
+            ]
+        )
         self.special = policies.active  # False: the plain rules, none of the policy lookups below
         self.cache = policies.cache.session(run, inputs) if policies.cache is not None else None
         self.why = "run cancelled"
         self.deadline_hit = False
 
     # --- bookkeeping -------------------------------------------------------------------------
-    def start(self, inline: bool = False) -> str | None:
+    def start(self, inline: bool = False) -> int:
         """Find what can run. Records already final (overrides, or a resumed run's finished nodes) count as done.
 
-        With ``inline``, returns the first ready node for the run's own task to work on (see ``execute``).
+        With ``inline``, returns the first ready node for the run's own task to work on (see ``execute``),
+        else -1.
         """
+        status = self.cols.status
+        index = self.cols.index
+        n = len(self.names)
         for name in self.overrides:
-            if name not in self.planned or self.records[name].status.finished:
+            i = index.get(name, n)
+            if i >= n or status[i].finished:
                 continue  # not needed by the targets, or already recorded (a resumed run)
             rec = self.records[name]
             rec._to(_SUCCEEDED)
@@ -101,30 +245,34 @@ class _Scheduler:
                 )
             elif self.run._armed:  # only the run view watches: a coalesced notice, no event
                 self.run._notice()
-        nodes = self.graph.nodes
+        down = self.prog.down
+        bad = self.bad
         if self.fresh and not self.overrides:
             # A fresh run (the common case): no record is final yet, so what can start is what waits
             # for nothing; the loop below is for resumed runs and overrides.
-            self.ready.extend(name for name, count in self.waiting.items() if not count)
-            self.order = ()
-        records = self.records
-        for name in self.order:  # topological: every upstream is decided before its node
-            if records[name].status not in NODE_FINAL:
-                if self.waiting[name]:
+            self.ready.extend(self.prog.roots)
+            order: range = range(0)
+        else:
+            order = range(n)
+        for i in order:  # topological: every upstream is decided before its node
+            if status[i] not in NODE_FINAL:
+                if self.waiting[i]:
                     continue
-                reason = self.skip_reason(name)
+                reason = self.skip_reason(i)
                 if reason is None:
-                    self.ready.append(name)  # PENDING, or PAUSED in a run being resumed
+                    self.ready.append(i)  # PENDING, or PAUSED in a run being resumed
                     continue
-                self.skip(name, reason)
-            for d in nodes[name].downstream:
-                if d in self.waiting:
-                    self.waiting[d] -= 1
-        first = None
+                self.skip(i, reason)
+            failed = status[i] is not _SUCCEEDED
+            for d in down[i]:
+                self.waiting[d] -= 1
+                if failed:
+                    bad[d] = True
+        first = -1
         if inline and self.ready and self.in_flight < self.cap and not self.run._pause_requested:
             first = self.ready.popleft()
             self.in_flight += 1
-        if first is None or self.special:
+        if first < 0 or self.special:
             self.pump()  # else the first worker hands out the other ready nodes once it has to wait
         self.check_finished()
         return first
@@ -134,18 +282,20 @@ class _Scheduler:
         if self.in_flight == 0 and (not self.ready or self.run._pause_requested):
             self.finished.set()
 
-    def resolved(self, name: str) -> None:
-        """``name`` reached a final state: release its dependents (iteratively: chains can be long)."""
-        nodes = self.graph.nodes
+    def resolved(self, i: int) -> None:
+        """Node ``i`` reached a final state: release its dependents (iteratively: chains can be long)."""
+        down = self.prog.down
         waiting = self.waiting
-        todo = [name]
+        bad = self.bad
+        status = self.cols.status
+        todo = [i]
         while todo:
             n = todo.pop()
-            for d in nodes[n].downstream:
-                left = waiting.get(d)
-                if left is None:
-                    continue  # not planned
-                left = waiting[d] = left - 1
+            failed = status[n] is not _SUCCEEDED
+            for d in down[n]:
+                if failed:
+                    bad[d] = True
+                left = waiting[d] = waiting[d] - 1
                 if left:
                     continue
                 reason = self.skip_reason(d)
@@ -155,16 +305,17 @@ class _Scheduler:
                     self.skip(d, reason)
                     todo.append(d)
 
-    def skip_reason(self, name: str) -> str | None:
-        g = self.graph.nodes[name]
+    def skip_reason(self, i: int) -> str | None:
+        g = self.prog.gnodes[i]
         if self.special:
             return self.policy_skip_reason(g)
         if not g.simple:
             return guard_reason(g, self.records)
+        status = self.cols.status
+        index = self.cols.index
         for u in g.upstream:
-            rec = self.records[u]
-            if rec.status is not _SUCCEEDED:
-                return upstream_reason(u, rec)
+            if status[index[u]] is not _SUCCEEDED:
+                return upstream_reason(u, self.records[u])
         return None
 
     def policy_skip_reason(self, g: GNode) -> str | None:
@@ -208,12 +359,12 @@ class _Scheduler:
         handler = self.policies.handler_of.get(name)
         return self.policies.continues(name) or (handler is not None and handler in self.planned)
 
-    def skip(self, name: str, reason: str) -> None:
-        rec = self.records[name]
+    def skip(self, i: int, reason: str) -> None:
+        rec = self.cols.rec(i)
         rec._to(_SKIPPED)
         rec.skip_reason = reason
         if self.run._subscribers:
-            self.run._emit(NodeSkipped(run_id=self.run.run_id, time=time.time(), node=name, reason=reason))
+            self.run._emit(NodeSkipped(run_id=self.run.run_id, time=time.time(), node=rec.name, reason=reason))
         elif self.run._armed:  # only the run view watches: a coalesced notice, no event
             self.run._notice()
 
@@ -222,85 +373,21 @@ class _Scheduler:
             return  # paused from outside: nodes in flight finish, no new one starts
         while self.ready and self.in_flight < self.cap:
             self.in_flight += 1
-            where = WorkerContext(self.run)  # for nf.ask(): which node this task runs
+            where = WorkerContext(self.run)  # for nf.ask() and nf.usage(): which node this task runs
             task = where.task = self.loop.create_task(self.worker(self.ready.popleft(), where))
             ACTIVE[task] = where
             self.tasks.add(task)
 
     # --- running ---------------------------------------------------------------------------------
-    async def worker(self, name: str | None, where: WorkerContext) -> None:
-        """Run ``name``, then keep taking ready nodes; extra ready nodes get workers of their own."""
-        nodes = self.graph.nodes
-        records = self.records
-        inputs = self.inputs
-        run = self.run
-        special = self.special
-        ready = self.ready
-        waiting = self.waiting
-
-        budget = _INLINE_BUDGET
-        breath = time.perf_counter()
-        CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
+    async def worker(self, i: int, where: WorkerContext) -> None:
+        """Run node ``i``, then keep taking ready nodes; extra ready nodes get workers of their own."""
+        CURRENT_RUN.set(self.run)  # nf.usage(): the run this task's nodes belong to (for its events)
+        CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node
         try:
-            while name is not None:
-                g = nodes[name]
-                rec = where.node = records[name]
-                CURRENT_NODE.set(rec)  # nf.usage(): this task's (and its threads') node
-                if special:  # error strategies decide what the node receives
-                    await self.execute_with_policy(g, rec)
-                else:
-                    kwargs: dict[str, Any] = {}
-                    if g.simple:
-                        for dep in g.deps:
-                            if dep.is_node:
-                                kwargs[dep.param] = records[dep.source].output
-                            elif dep.source in inputs:
-                                kwargs[dep.param] = inputs[dep.source]
-                    else:
-                        kwargs = gather_kwargs(g, records, inputs)
-                    try:
-                        spec = g.spec
-                        if g.plain and not g.resources and (spec.is_async or spec.options.get("executor") != "process"):
-                            rest = run_lean(g, rec, kwargs, run)  # no coroutine of its own: lean.py
-                            if rest is not None:  # the node waits: the other ready nodes get workers meanwhile
-                                self.pump()
-                        else:
-                            rest = self.step_node(call_node(g, rec, kwargs, run))
-                        if rest is not None:
-                            await rest
-                    except BaseException:
-                        self.cancel_node(rec, f"{self.why} while the node was running")
-                        raise
-                if special or rec.status is not _SUCCEEDED:
-                    if rec.status is not _PAUSED:  # a paused node blocks its dependents
-                        self.resolved(name)
-                else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
-                    for d in g.downstream:
-                        left = waiting.get(d)
-                        if left is None:
-                            continue  # not planned
-                        left = waiting[d] = left - 1
-                        if left:
-                            continue
-                        gd = nodes[d]
-                        if gd.simple and len(gd.upstream) == 1:
-                            ready.append(d)
-                            continue
-                        reason = self.skip_reason(d)
-                        if reason is None:
-                            ready.append(d)
-                        else:
-                            self.skip(d, reason)
-                            self.resolved(d)
-                name = ready.popleft() if ready and not run._pause_requested else None
-                if special:
-                    self.pump()
-                budget -= 1
-                if not budget and name is not None:
-                    budget = _INLINE_BUDGET
-                    if time.perf_counter() - breath >= _BREATHE_EVERY:
-                        await asyncio.sleep(0)  # let the loop breathe during long inline chains
-                        breath = time.perf_counter()
+            if self.special:
+                await self.policy_loop(i, where)
+            else:
+                await self.plain_loop(i, where)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # an engine bug or KeyboardInterrupt: never lose it
@@ -308,29 +395,208 @@ class _Scheduler:
             self.finished.set()
             raise
         finally:
+            where.i = -1
             self.in_flight -= 1
             ACTIVE.pop(where.task, None)
             self.tasks.discard(where.task)
             self.check_finished()
 
-    def step_node(self, coro: Coroutine[Any, Any, None]) -> Awaitable[None] | None:
-        """Run ``coro`` (one node) up to its first suspension, on this worker; see ``lean.drive``.
+    async def plain_loop(self, i: int, where: WorkerContext) -> None:
+        """The worker of a run without per-node policies: node after node, as long as one is ready.
 
-        Most nodes finish without ever waiting (compute, a cache hit, a sync node learned to run
-        inline): they cost no task and no loop turn. A node that does wait first hands the other
-        ready nodes to workers of their own (so they run meanwhile, as before), then this worker
-        waits for it. The node runs in this worker's task throughout, so ``current_task()``,
-        ``asyncio.timeout`` and anyio cancel scopes inside it behave as in any task.
+        A lean node (lean.py) is run here, written out: the worker calls it, drives its coroutine
+        and writes the run's columns itself. This loop is the engine's hot path: every name it
+        uses per node is a local, and what is rare (events, waits, failures) is a call away.
         """
-        try:
-            pending = coro.send(None)
-        except StopIteration:
-            return None  # done without waiting
-        self.pump()
-        return drive(coro, pending)
+        prog = self.prog
+        gnodes = prog.gnodes
+        deps = prog.deps
+        down = prog.down
+        simple = prog.simple
+        one = prog.one
+        many = prog.many
+        args_by_position = prog.by_position
+        returns = prog.returns
+        returns_as_is = prog.returns_as_is
+        bad = self.bad
+        cols = self.cols
+        lean = self.lean
+        status = cols.status
+        output = cols.output
+        inputs_at = cols.inputs
+        started_at = cols.started
+        finished_at = cols.finished
+        attempts = cols.attempts
+        records = self.records
+        inputs = self.inputs
+        run = self.run
+        subscribers = run._subscribers  # (the lists themselves: subscribing appends to them)
+        watchers = run._watchers
+        ready = self.ready
+        waiting = self.waiting
+        modules = sys.modules
+        config = _config
+        budget = _INLINE_BUDGET
+        breath = _perf()
+        epoch = _time() - breath  # epoch seconds = perf_counter() + epoch: one clock read per node start
+        while True:
+            g = gnodes[i]
+            where.i = i
+            arg = one[i]
+            if arg is not None:
+                kwargs: dict[str, Any] = {arg[0]: output[arg[1]]}
+            else:
+                fed = deps[i]
+                if fed is None:
+                    kwargs = gather_kwargs(g, records, inputs)
+                elif (fan_in := many[i]) is not None:
+                    kwargs = dict(zip(fan_in[0], fan_in[1](output), strict=True))
+                else:
+                    kwargs = {}
+                    for param, src, is_node in fed:
+                        if is_node:
+                            kwargs[param] = output[src]  # type: ignore[index]
+                        elif src in inputs:
+                            kwargs[param] = inputs[src]  # type: ignore[index]
+            if ready and not where.armed:  # should this node wait, the other ready nodes get workers
+                self.arm(where)
+            try:
+                if lean[i]:
+                    # --- the lean path (lean.py) ---
+                    spec = g.spec
+                    status[i] = _RUNNING  # PENDING -> RUNNING is always allowed
+                    inputs_at[i] = kwargs
+                    attempts[i] = LEAN
+                    t0 = _perf()
+                    started = started_at[i] = t0 + epoch
+                    if subscribers or watchers:
+                        lean_started(run, spec.name, started)
+                    try:
+                        for param, check in g.checks:
+                            if param in kwargs:
+                                kwargs[param] = check(kwargs[param])
+                        guard = MutationCheck(spec.name, kwargs) if config.check_mutation else None
+                        args = kwargs  # (a node's own views of shared frames and arrays: isolation.py)
+                        if "pandas" in modules or "numpy" in modules:
+                            args = isolate_inputs(kwargs)
+                        # Awaited right here: a node that does not wait runs to its end without a
+                        # loop turn (and without the StopIteration of a coroutine stepped by hand).
+                        if spec.is_async:
+                            # By position where the parameters allow: cheaper, and for many parameters
+                            # by far (matching keywords to parameters is a search per keyword).
+                            if arg is not None and arg[2]:
+                                out = await spec.func(args[arg[0]])
+                            elif args_by_position[i]:
+                                out = await spec.func(*args.values())
+                            else:
+                                out = await spec.func(**args)
+                        else:  # inline or in a worker thread, as thread= or what was learned says
+                            mode = g.call_mode
+                            if mode is not None and mode.inline:  # learned quick: called right here
+                                out = call_inline(mode, spec.func, args)
+                            else:
+                                out = await call_sync(g, args)
+                            if type(out) is CoroutineType:  # a sync function handing back a coroutine
+                                out = await out
+                        if guard is not None:
+                            guard.verify(kwargs)
+                        check_out = returns[i]
+                        if check_out is not None and type(out) is not returns_as_is[i]:
+                            out = check_out(out)
+                    except BaseException as exc:
+                        if not lean_failed(cols, i, run, started, t0, exc):
+                            raise
+                    else:  # node_succeeded, on the columns
+                        duration = _perf() - t0
+                        done = finished_at[i] = started + duration
+                        output[i] = out
+                        if status[i] is _RUNNING:
+                            status[i] = _SUCCEEDED  # RUNNING -> SUCCEEDED is always allowed
+                        else:
+                            cols.rec(i)._to(_SUCCEEDED)
+                        if attempts[i] is not LEAN:  # the attempt was read meanwhile (nf.usage): it ends too
+                            attempts[i][-1].finished_at = done
+                        if subscribers or watchers:
+                            lean_succeeded(run, spec.name, done, duration)
+                else:
+                    await call_node(g, cols.rec(i), kwargs, run)
+            except BaseException:
+                self.cancel_node(i, f"{self.why} while the node was running")
+                raise
+            st = status[i]
+            if st is not _SUCCEEDED:
+                if st is not _PAUSED:  # a paused node blocks its dependents
+                    self.resolved(i)
+            else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
+                for d in down[i]:
+                    left = waiting[d] = waiting[d] - 1
+                    if left:
+                        continue
+                    if simple[d] and not bad[d]:  # every upstream succeeded: nothing to look at
+                        ready.append(d)
+                        continue
+                    reason = self.skip_reason(d)
+                    if reason is None:
+                        ready.append(d)
+                    else:
+                        self.skip(d, reason)
+                        self.resolved(d)
+            if not ready or run._pause_requested:
+                return
+            i = ready.popleft()
+            budget -= 1
+            if not budget:
+                budget = _INLINE_BUDGET
+                if _perf() - breath >= _BREATHE_EVERY:
+                    where.breathing = True
+                    await asyncio.sleep(0)  # let the loop breathe during long inline chains
+                    where.breathing = False
+                    breath = _perf()
+
+    def arm(self, where: WorkerContext) -> None:
+        """At the next loop turn, if ``where``'s worker is waiting in a node, hand the ready nodes to
+        workers of their own (``stuck``).
+
+        A worker awaits its node directly; a node that does not wait never lets the loop turn, so
+        the callback only runs once the worker waits (in a node, or breathing). One is pending per
+        worker at a time: a worker running a fan-out's branches back to back arms it once a turn,
+        not once a node.
+        """
+        where.armed = True
+        self.loop.call_soon(self.stuck, where)
+
+    def stuck(self, where: WorkerContext) -> None:
+        where.armed = False
+        if where.i >= 0 and not where.breathing:  # it waits in node where.i: the others run meanwhile
+            self.pump()
+
+    async def policy_loop(self, i: int, where: WorkerContext) -> None:
+        """The worker of a run with per-node policies (retries, timeouts, error strategies, caching)."""
+        ready = self.ready
+        run = self.run
+        budget = _INLINE_BUDGET
+        breath = _perf()
+        while True:
+            g = self.prog.gnodes[i]
+            where.i = i
+            await self.execute_with_policy(g, self.cols.rec(i))  # error strategies decide what it receives
+            if self.cols.status[i] is not _PAUSED:  # a paused node blocks its dependents
+                self.resolved(i)
+            if not ready or run._pause_requested:
+                self.pump()
+                return
+            i = ready.popleft()  # this worker's next node; the other ready ones get workers of their own
+            self.pump()
+            budget -= 1
+            if not budget:
+                budget = _INLINE_BUDGET
+                if _perf() - breath >= _BREATHE_EVERY:
+                    await asyncio.sleep(0)  # let the loop breathe during long inline chains
+                    breath = _perf()
 
     async def execute_with_policy(self, g: GNode, rec: NodeRecord) -> None:
         """Gather inputs as the error strategies say (errors as data, defaults), then run the node."""
+        CURRENT_NODE.set(PinnedNode(rec))  # a call abandoned at its timeout keeps its own node (nf.usage)
         name = g.spec.name
         records = self.records
         handles = self.policies.handles.get(name)
@@ -360,15 +626,16 @@ class _Scheduler:
             else:
                 await call_with_policy(g, rec, kwargs, self.run, pol or _PLAIN, self.policies.clock)
         except BaseException:
-            self.cancel_node(rec, f"{self.why} while the node was running")
+            self.cancel_node(self.cols.index[name], f"{self.why} while the node was running")
             raise
         finally:
             if cache is not None and key is not None:
                 cache.done(rec, key)
 
-    def cancel_node(self, rec: NodeRecord, reason: str) -> None:
-        if rec.status.finished:
+    def cancel_node(self, i: int, reason: str) -> None:
+        if self.cols.status[i].finished:
             return
+        rec = self.cols.rec(i)
         rec._to(_CANCELLED)
         rec.skip_reason = reason
         if self.run._subscribers:
@@ -388,9 +655,8 @@ class _Scheduler:
         for task in tasks:
             ACTIVE.pop(task, None)
         self.tasks.clear()
-        for rec in self.records.values():
-            if rec.name in self.planned:
-                self.cancel_node(rec, f"{self.why} before the node started")
+        for i in range(len(self.names)):
+            self.cancel_node(i, f"{self.why} before the node started")
 
     def on_deadline(self, timeout: float) -> None:
         self.deadline_hit = True
@@ -436,9 +702,10 @@ async def execute(
         # chain, which is most of the per-run cost when many runs share the loop (batch). Not with
         # a deadline: that wakes this task through ``finished`` to cancel the workers.
         first = sched.start(inline=deadline is None)
-        if first is not None:
+        if first >= 0:
             await _inline_worker(sched, first)
-        await sched.finished.wait()
+        if not sched.finished.is_set():
+            await sched.finished.wait()
         if sched.crash is not None:
             raise sched.crash
         if sched.deadline_hit and _unfinished(run):
@@ -459,35 +726,38 @@ async def execute(
         return run
     # Skipped is a normal outcome (a branch not taken); only a failed node fails the run, unless
     # its failure was handled by design (on_error="continue", a failure handler).
+    cols = run._c
     if sched.special:
-        failed = any(r.status is _FAILED and not sched.handled(r.name) for r in run.nodes.values())
+        failed = any(st is _FAILED and not sched.handled(n) for n, st in zip(cols.names, cols.status, strict=True))
     else:
-        failed = any(r.status is _FAILED for r in run.nodes.values())
+        failed = _FAILED in cols.status
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
 
 
 def _unfinished(run: Run) -> bool:
-    """Whether a node of ``run`` is not final (the common outcomes first: an enum's hash is a Python call)."""
-    for r in run.nodes.values():
-        status = r.status
-        if status is not _SUCCEEDED and status is not _SKIPPED and status not in NODE_FINAL:
-            return True
-    return False
+    """Whether a node of ``run`` is not final (counted in C: no Python step per node)."""
+    status = run._c.status
+    return sum(map(status.count, NODE_FINAL)) != len(status)
 
 
-async def _inline_worker(sched: _Scheduler, first: str) -> None:
+async def _inline_worker(sched: _Scheduler, first: int) -> None:
     task = asyncio.current_task()
     where = WorkerContext(sched.run)
     where.task = task
-    # This task may itself be a worker of an outer run (a sub-flow node): put its entry back after.
+    # This task may itself be a worker of an outer run (a sub-flow node): put its entry back after,
+    # and what nf.usage() reads (the worker sets both for its own nodes).
     outer = ACTIVE.get(task)
+    outer_node = CURRENT_NODE.get()
+    outer_run = CURRENT_RUN.get()
     ACTIVE[task] = where
     try:
         await sched.worker(first, where)
     finally:
         if outer is not None:
             ACTIVE[task] = outer
+        CURRENT_NODE.set(outer_node)  # (also None: a finished run is not kept alive by its task's context)
+        CURRENT_RUN.set(outer_run)
 
 
 def _pause(run: Run, t0: float) -> None:

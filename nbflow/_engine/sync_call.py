@@ -26,7 +26,7 @@ from nbflow._engine.executors import in_thread, in_thread_unless
 from nbflow._engine.threads import NOT_RUN
 from nbflow._graph.graph import CallMode, GNode
 
-__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "PROBE_WAIT", "call_sync"]
+__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "PROBE_WAIT", "call_inline", "call_sync"]
 
 INLINE_BELOW = 0.000_2  # s: a thread hop costs ~50-150 µs of CPU; calls shorter than ~this are cheaper inline
 BACK_TO_THREAD = 0.003  # s: an inline call this long (garbage collection not counted) held the loop: back to a thread
@@ -52,7 +52,7 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
             return await in_thread(g.spec.name, _call, func, kwargs)
         return func(**kwargs)
     if mode.inline:
-        return _inline(mode, func, kwargs)
+        return call_inline(mode, func, kwargs)
     # While it learns, and none of its calls was slow since it last left the loop, at most as many calls
     # as it needs quick ones go to threads at once (the probes); the others wait for their verdict, then
     # run inline, or hop once a probe was slow (or none came back within PROBE_WAIT). A wave of 250 rows
@@ -62,7 +62,7 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
         if not await _verdict(mode):
             break
     if mode.inline:
-        return _inline(mode, func, kwargs)
+        return call_inline(mode, func, kwargs)
     mode.probing += 1
     box: Any = NOT_RUN
     try:
@@ -83,7 +83,7 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
         if mode.changed is not None:
             _wake(mode)
     if box is NOT_RUN:
-        return _inline(mode, func, kwargs)
+        return call_inline(mode, func, kwargs)
     if box[0]:
         return box[1]
     raise box[1]
@@ -133,7 +133,8 @@ def _release(waiters: list[asyncio.Future[None]]) -> None:
             waiter.set_result(None)
 
 
-def _inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
+def call_inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
+    """Call a sync node learned quick on the loop, timed (the scheduler calls it directly, no coroutine)."""
     gc0 = _gc_time[0]
     t0 = _perf()
     try:

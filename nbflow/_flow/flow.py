@@ -164,6 +164,8 @@ class Flow:
         self._resources: dict[str, ResourceSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
+        self._subflows: tuple[int, tuple[Flow, ...]] | None = None  # (version, the sub-flows): _stamp
+        self._saving: dict[str, Any] = {}  # save= of each node, by node (made with the graph)
         self._version = 0
         self._policies: FlowPolicies | None = None
         register_flow(self)
@@ -551,7 +553,10 @@ class Flow:
 
     def _stamp(self) -> tuple[Any, ...]:
         """Changes whenever this flow or any sub-flow in it changes (sub-flows are edited too)."""
-        return (self._version, *(s.flow._stamp() for s in self._specs.values() if s.flow is not None))
+        subs = self._subflows  # (per run: not a walk over every node)
+        if subs is None or subs[0] != self._version:
+            subs = self._subflows = (self._version, tuple(s.flow for s in self._specs.values() if s.flow is not None))
+        return (self._version, *(f._stamp() for f in subs[1])) if subs[1] else (self._version,)
 
     @property
     def nodes(self) -> Mapping[str, NodeSpec]:
@@ -565,6 +570,7 @@ class Flow:
         if self._graph is None or self._graph_stamp != stamp:
             graph = compile_graph(self.name, self._specs, validate=self.validate, resources=self._resources)
             self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
+            self._saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
             self._graph = graph
             self._graph_stamp = stamp
         return self._graph
@@ -636,11 +642,11 @@ class Flow:
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
         kept = check_keep(graph, keep) if keep is not None else None
-        saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+        saving = self._saving  # (made with the graph above)
         if save is not None:
             from nbflow._store.outputs import check_save
 
-            saving.update(check_save(f"flow {self.name!r}", save, graph.nodes))
+            saving = {**saving, **check_save(f"flow {self.name!r}", save, graph.nodes)}  # (not the graph's own)
         run = Run(self.name, os.urandom(6).hex(), merged, plan.nodes)  # as uuid4().hex[:12]
         run.graph = graph
         run._flow = self

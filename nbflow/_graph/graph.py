@@ -134,6 +134,8 @@ class Plan:
     inputs: frozenset[str]
     waiting: Mapping[str, int]
     """For each node to execute: how many planned upstreams it waits for (copied per run)."""
+    prepared: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What the engine derives from the plan once and reuses for each of its runs (``_engine/scheduler.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,4 +137,5 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
                     detail = ""
             raise TypeValidationError(node, parameter, expected, value, detail) from None
 
+    check.exact = exact  # type: ignore[attr-defined]  # the engine skips the call for such a value
     return check

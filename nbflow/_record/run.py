@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import copyreg
 import threading
 import time
 import warnings
+import weakref
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
     from nbflow._graph.graph import Graph
 
-__all__ = ["DROPPED", "Attempt", "ItemRecord", "Iteration", "NodeRecord", "Run"]
+__all__ = ["DROPPED", "LEAN", "Attempt", "ItemRecord", "Iteration", "NodeColumns", "NodeRecord", "Run"]
 
 Subscriber = Callable[[Event], object]
 _PENDING = NodeStatus.PENDING
@@ -112,6 +114,140 @@ class _Dropped:
 DROPPED = _Dropped()
 
 
+LEAN: Any = object()
+"""In ``NodeColumns.attempts``: the node ran on the engine's lean path, which builds no ``Attempt``;
+its one attempt is made from the columns when first read (``NodeRecord.attempts``)."""
+
+_INDEXES: dict[int, tuple[tuple[str, ...], dict[str, int]]] = {}  # id(names) -> (names, index): plans reuse theirs
+
+
+class NodeColumns:
+    """The fields of a run's node records: one list per field, indexed like ``names``.
+
+    The engine's lean path writes these lists directly: a list store is a fraction of the cost of
+    building a record object and setting its attributes, which dominated a trivial node's cost.
+    ``NodeRecord`` objects are views onto one index, made when looked up (``Run.nodes``); the
+    fields rarely set (error, skip reason, sub-run, ...) share one dict per node (``cold``), made
+    when the first is set. The columns hold their records weakly, so a record read twice while it
+    is alive is the same object, and no reference cycle keeps a finished run's columns alive.
+    """
+
+    __slots__ = (
+        "attempts",
+        "cold",
+        "finished",
+        "index",
+        "inputs",
+        "names",
+        "output",
+        "recs",
+        "started",
+        "status",
+    )
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        n = len(names)
+        found = _INDEXES.get(id(names))
+        if found is not None and found[0] is names:
+            index = found[1]
+        else:
+            index = {name: i for i, name in enumerate(names)}
+            if n > 16:  # a plan's tuple, reused by each of its runs (the tuple is kept alive with it)
+                if len(_INDEXES) >= 256:
+                    _INDEXES.clear()
+                _INDEXES[id(names)] = (names, index)
+        self.names = names
+        self.index = index  # shared between runs of one plan: never changed in place (see add)
+        self.status: list[NodeStatus] = [_PENDING] * n
+        self.output: list[Any] = [MISSING] * n
+        self.inputs: list[Mapping[str, Any] | None] = [None] * n
+        self.started: list[float | None] = [None] * n
+        self.finished: list[float | None] = [None] * n
+        self.attempts: list[Any] = [None] * n  # None: none yet; LEAN: one, made when read; else the list
+        self.cold: list[dict[str, Any] | None] = [None] * n
+        self.recs: list[weakref.ref[NodeRecord] | None] = [None] * n
+
+    def rec(self, i: int) -> NodeRecord:
+        """The record of node ``i`` (a view, made when none is alive)."""
+        ref = self.recs[i]
+        if ref is not None:
+            r = ref()
+            if r is not None:
+                return r
+        r = NodeRecord.__new__(NodeRecord)
+        r._c = self
+        r._i = i
+        self.recs[i] = weakref.ref(r)
+        return r
+
+    def add(self, name: str) -> int:
+        """Append a node (copying the shared names and index); returns its index."""
+        i = len(self.names)
+        self.names = (*self.names, name)
+        self.index = {**self.index, name: i}
+        columns: tuple[tuple[list[Any], Any], ...] = (
+            (self.status, _PENDING),
+            (self.output, MISSING),
+            (self.inputs, None),
+            (self.started, None),
+            (self.finished, None),
+            (self.attempts, None),
+            (self.cold, None),
+            (self.recs, None),
+        )
+        for col, value in columns:
+            col.append(value)
+        return i
+
+    def put(self, i: int, rec: NodeRecord) -> None:
+        """Make ``rec`` the record of node ``i``: copy its fields here and point it here.
+
+        A record that was node ``i``'s until now keeps what it held (it gets columns of its own).
+        """
+        ref = self.recs[i]
+        was = None if ref is None else ref()
+        if was is not None and was is not rec:
+            NodeColumns((self.names[i],)).put(0, was)
+        c, j = rec._c, rec._i
+        self.status[i] = c.status[j]
+        self.output[i] = c.output[j]
+        self.inputs[i] = c.inputs[j]
+        self.started[i] = c.started[j]
+        self.finished[i] = c.finished[j]
+        self.attempts[i] = c.attempts[j]
+        cold = c.cold[j]
+        self.cold[i] = None if cold is None else dict(cold)
+        rec._c = self
+        rec._i = i
+        self.recs[i] = weakref.ref(rec)
+
+    def take(self, other: NodeColumns) -> None:
+        """Become ``other`` (its lists, its records pointed here): a run's columns keep their identity."""
+        for slot in NodeColumns.__slots__:
+            setattr(self, slot, getattr(other, slot))
+        for ref in self.recs:
+            r = None if ref is None else ref()
+            if r is not None:
+                r._c = self
+
+
+def _cold(field: str, default: Any, doc: str) -> property:
+    """A record field kept in its node's ``cold`` dict (most nodes never set it)."""
+
+    def get(self: NodeRecord) -> Any:
+        cold = self._c.cold[self._i]
+        return default if cold is None else cold.get(field, default)
+
+    def put(self: NodeRecord, value: Any) -> None:
+        c, i = self._c, self._i
+        cold = c.cold[i]
+        if cold is None:
+            cold = c.cold[i] = {}
+        cold[field] = value
+
+    return property(get, put, doc=doc)
+
+
 class NodeRecord:
     """What happened to one node in one run.
 
@@ -121,55 +257,136 @@ class NodeRecord:
     ``on_error=nf.Default(...)`` supplied its output (it is then SUCCEEDED and keeps ``error``).
     ``cached`` is True when the output came from the node cache (SUCCEEDED, no attempts, duration 0);
     ``cache_key`` is the key a cached node was looked up under (docs/caching.md).
+
+    A record is a view: its fields live in its run's ``NodeColumns`` (``_c``, at index ``_i``), where
+    the engine writes them; a record made on its own (``NodeRecord(name)``) has columns of its own.
     """
 
-    __slots__ = (
-        "_cache_id",
-        "attempts",
-        "cache_key",
-        "cached",
-        "capped",
+    __slots__ = ("__weakref__", "_c", "_i")
+
+    _FIELDS = (
+        "name",
+        "status",
+        "output",
         "error",
+        "traceback",
+        "attempts",
+        "started_at",
         "finished_at",
+        "skip_reason",
         "inputs",
+        "overridden",
         "items",
         "iterations",
-        "name",
-        "output",
-        "overridden",
-        "recovered",
-        "skip_reason",
-        "started_at",
-        "status",
+        "capped",
         "subrun",
-        "traceback",
+        "recovered",
+        "cached",
+        "cache_key",
+        "_cache_id",
     )
 
     def __init__(self, name: str) -> None:
-        self.name = name
-        self.status = _PENDING  # (bound once: an enum member lookup costs ~0.1 µs, once per node here)
-        self.output: Any = MISSING
-        self.error: BaseException | None = None
-        self.traceback: str | None = None
-        self.attempts: list[Attempt] = []
-        self.started_at: float | None = None
-        self.finished_at: float | None = None
-        self.skip_reason: str | None = None
-        self.inputs: Mapping[str, Any] = {}
-        self.overridden = False
-        self.items: list[ItemRecord] | None = None  # a map: one record per item
-        self.iterations: list[Iteration] | None = None  # a loop: one record per iteration
-        self.capped = False  # a loop that stopped at max_iterations
-        self.subrun: Run | None = None  # a sub-flow: its own run record
-        self.recovered = False
-        self.cached = False  # the output came from the node cache; the node did not run
-        self.cache_key: str | None = None  # the key the cache looked this node up under
-        self._cache_id: str | None = None  # what identifies this output in downstream keys
+        c = self._c = NodeColumns((name,))
+        self._i = 0
+        c.recs[0] = weakref.ref(self)
+
+    @property
+    def name(self) -> str:
+        return self._c.names[self._i]
+
+    # The fields every node sets, one list each in the columns (written out: these are read a lot).
+    @property
+    def status(self) -> NodeStatus:
+        """The node's ``NodeStatus``."""
+        return self._c.status[self._i]
+
+    @status.setter
+    def status(self, value: NodeStatus) -> None:
+        self._c.status[self._i] = value
+
+    @property
+    def output(self) -> Any:
+        """What the node returned (``nbflow.MISSING`` unless it succeeded)."""
+        return self._c.output[self._i]
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self._c.output[self._i] = value
+
+    @property
+    def started_at(self) -> float | None:
+        """When it started (epoch seconds), or None."""
+        return self._c.started[self._i]
+
+    @started_at.setter
+    def started_at(self, value: float | None) -> None:
+        self._c.started[self._i] = value
+
+    @property
+    def finished_at(self) -> float | None:
+        """When it finished (epoch seconds), or None."""
+        return self._c.finished[self._i]
+
+    @finished_at.setter
+    def finished_at(self, value: float | None) -> None:
+        self._c.finished[self._i] = value
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """What the node was called with (resources and dropped inputs left out)."""
+        value = self._c.inputs[self._i]
+        return {} if value is None else value
+
+    @inputs.setter
+    def inputs(self, value: Mapping[str, Any]) -> None:
+        self._c.inputs[self._i] = value
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        """Every try at running the node, in order."""
+        c, i = self._c, self._i
+        found = c.attempts[i]
+        if found is None:
+            found = c.attempts[i] = []
+        elif found is LEAN:  # the lean path's one attempt, made now from the columns
+            found = c.attempts[i] = [Attempt(1, c.started[i], c.finished[i])]  # type: ignore[arg-type]
+        return found
+
+    @attempts.setter
+    def attempts(self, value: list[Attempt]) -> None:
+        self._c.attempts[self._i] = value
+
+    error = _cold("error", None, "What the node raised (or what ``on_error`` recovered from), or None.")
+    traceback = _cold("traceback", None, "The node's traceback as text (nbflow's own frames left out), or None.")
+    skip_reason = _cold("skip_reason", None, "Why it was skipped or cancelled, or None.")
+    overridden = _cold("overridden", False, "Its output was given to the run (``overrides=``).")
+    items = _cold("items", None, "A map node: one ``ItemRecord`` per item.")
+    iterations = _cold("iterations", None, "A loop node: one ``Iteration`` per pass.")
+    capped = _cold("capped", False, "A loop that stopped at ``max_iterations``.")
+    subrun = _cold("subrun", None, "A sub-flow node: its own run record.")
+    recovered = _cold("recovered", False, "It failed and ``on_error=nf.Default(...)`` supplied its output.")
+    cached = _cold("cached", False, "The output came from the node cache; the node did not run.")
+    cache_key = _cold("cache_key", None, "The key the cache looked this node up under.")
+    _cache_id = _cold("_cache_id", None, "What identifies this output in downstream cache keys.")
+
+    # Pickled as a plain record (the format of every stored checkpoint): its fields by name.
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        fields = {f: getattr(self, f) for f in self._FIELDS}
+        return (copyreg.__newobj__, (NodeRecord,), (None, fields))  # type: ignore[attr-defined]
+
+    def __setstate__(self, state: Any) -> None:
+        fields = dict(state[1] if isinstance(state, tuple) else state)
+        self.__init__(fields.pop("name"))  # type: ignore[misc]
+        for key, value in fields.items():
+            setattr(self, key, value)
 
     def _to(self, new: NodeStatus) -> None:
-        if new not in NODE_TRANSITIONS[self.status]:  # inlined check: this is on the hot path
-            check_node_transition(self.name, self.status, new)
-        self.status = new
+        status = self._c.status
+        old = status[self._i]
+        if new not in NODE_TRANSITIONS[old]:  # inlined check: this is on the hot path
+            check_node_transition(self.name, old, new)
+        status[self._i] = new
 
     @property
     def duration(self) -> float | None:
@@ -209,40 +426,43 @@ class NodeRecord:
 class Run:
     """The record of one run of a flow. Live while it runs; complete once ``status.finished``."""
 
+    # Fields most runs leave at their default: class attributes until set (a batch makes a run per row).
+    started_at: float | None = None
+    finished_at: float | None = None
+    graph: Graph | None = None
+    reason: str | None = None  # why nbflow itself cancelled the run (e.g. its deadline)
+    _armed = False  # a watcher waits for a notice (see _watch)
+    pause_version = 0
+    """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
+    targets: tuple[str, ...] | None = None
+    kept: frozenset[str] | None = None
+    """``keep=``: the nodes whose outputs this run keeps (None: all)."""
+    _root_ref: Run | None = None  # see _root
+    _path = ""
+    _flow: Any = None
+    store: Any = None
+    """The checkpoint store this run is written to, if any."""
+    _resources: Any = None  # this execution's resource instances (_engine/resources.py), never pickled
+
     def __init__(self, flow: str, run_id: str, inputs: Mapping[str, Any], nodes: Iterator[str] | Any) -> None:
         self.flow = flow
         self.run_id = run_id
         self.inputs = dict(inputs)
         self.status = RunStatus.PENDING
-        self.nodes: dict[str, NodeRecord] = {n: NodeRecord(n) for n in nodes}
-        self.started_at: float | None = None
-        self.finished_at: float | None = None
-        self.graph: Graph | None = None
-        self.reason: str | None = None  # why nbflow itself cancelled the run (e.g. its deadline)
+        self._c = NodeColumns(nodes if type(nodes) is tuple else tuple(nodes))
+        self._nodes = Nodes(self._c)  # (the columns keep their identity: see _set_records)
         self._subscribers: list[Subscriber] = []
         self._watchers: list[Watcher] = []  # see _watch
-        self._armed = False  # a watcher waits for a notice (see _watch)
         # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
         self.pending: dict[str, Question] = {}
         """Open questions of paused nodes, by key (``node#n``)."""
         self.answers: dict[str, Any] = {}
         """Answers given so far, by question key."""
         self._ask_counts: dict[tuple[str, int], int] = {}
-        self.pause_version = 0
-        """Goes up each time the run pauses; ``resume(version=...)`` must match it."""
-        self.targets: tuple[str, ...] | None = None
-        self.kept: frozenset[str] | None = None
         self.saved: dict[str, Any] = {}
         """``save=``: the files this run wrote, {node: path} (``nf.load(path)`` reads one back)."""
-        """``keep=``: the nodes whose outputs this run keeps (None: all)."""
-        self._root_ref: Run | None = None  # see _root
-        self._path = ""
-        self._pause_requested = False
         self._resume_lock = threading.Lock()
-        self._flow: Any = None
-        self.store: Any = None
-        """The checkpoint store this run is written to, if any."""
-        self._resources: Any = None  # this execution's resource instances (_engine/resources.py), never pickled
+        self._pause_requested = False  # (an instance attribute: the engine reads it once per node)
 
     # Runs are pickled into checkpoints (sub-flow runs): leave out what belongs to this process.
     _TRANSIENT = (
@@ -270,11 +490,49 @@ class Run:
     def _root(self, value: Run) -> None:
         self._root_ref = None if value is self else value
 
+    @property
+    def nodes(self) -> Nodes:
+        """Every node's record, by name, in topological order (a mapping; records are made on first read)."""
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, records: Mapping[str, NodeRecord]) -> None:
+        self._set_records(records)
+
+    def _set_records(self, records: Mapping[str, NodeRecord]) -> None:
+        """The columns hold ``records`` (in their order) from now on; each record is pointed at them."""
+        records = dict(records.items())  # (read before the columns change: it may be this run's own mapping)
+        c = NodeColumns(tuple(records))
+        for i, rec in enumerate(records.values()):
+            c.put(i, rec)
+        self._c.take(c)
+
+    def _align(self, names: tuple[str, ...]) -> NodeColumns:
+        """Order the columns as ``names`` (a plan's nodes) first, then any other node; returns them.
+
+        The engine indexes a run's columns by the plan's order; a run made for its plan already is
+        (the common case: nothing to do), a resumed one may not be.
+        """
+        c = self._c
+        if c.names is names or c.names[: len(names)] == names:
+            return c
+        nodes = self._nodes
+        order = {n: nodes[n] if n in nodes else NodeRecord(n) for n in names}
+        order.update((n, nodes[n]) for n in c.names if n not in order)
+        self._set_records(order)
+        return c
+
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT}
+        state = {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT and k not in ("_c", "_nodes")}
+        state["nodes"] = dict(self._nodes.items())  # plain records: the format of every stored checkpoint
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        records = state.pop("nodes", {})
         self.__dict__.update(state)
+        self._c = NodeColumns(())
+        self._nodes = Nodes(self._c)
+        self._set_records(records)
         self._subscribers = []
         self._watchers = []
         self._armed = False
@@ -374,15 +632,44 @@ class Run:
     @property
     def outputs(self) -> dict[str, Any]:
         """Outputs of the nodes that succeeded, by node name (in topological order)."""
-        return {n: r.output for n, r in self.nodes.items() if r.status is NodeStatus.SUCCEEDED}
+        c = self._c
+        done = NodeStatus.SUCCEEDED
+        return {n: out for n, st, out in zip(c.names, c.status, c.output, strict=True) if st is done}
 
     @property
     def errors(self) -> dict[str, BaseException]:
-        return {n: r.error for n, r in self.nodes.items() if r.error is not None}
+        c = self._c  # (an error is kept in the node's cold fields: a node without them has none)
+        return {
+            n: cold["error"]
+            for n, cold in zip(c.names, c.cold, strict=True)
+            if cold is not None and cold.get("error") is not None
+        }
+
+    def _summary(self, outputs: list[str]) -> tuple[list[Any], NodeRecord | None, int]:
+        """For a batch row, straight from the columns (no record made but a failed one's): the outputs
+        of ``outputs`` (None unless succeeded), the first node with an error, and the most attempts."""
+        c = self._c
+        index, status, output = c.index, c.status, c.output
+        done = NodeStatus.SUCCEEDED
+        values = []
+        for name in outputs:
+            i = index.get(name)
+            values.append(output[i] if i is not None and status[i] is done else None)
+        failed = None
+        for i, cold in enumerate(c.cold):
+            if cold is not None and cold.get("error") is not None:
+                failed = c.rec(i)
+                break
+        most = 0
+        for found in c.attempts:
+            n = 0 if found is None else 1 if found is LEAN else len(found)
+            if n > most:
+                most = n
+        return values, failed, most
 
     def counts(self) -> dict[str, int]:
         """How many nodes are in each state."""
-        by_status = Counter(r.status for r in self.nodes.values())  # `.value` once per state, not per node
+        by_status = Counter(self._c.status)  # `.value` once per state, not per node
         return {status.value: n for status, n in by_status.items()}
 
     def record(self, path: str) -> NodeRecord:
@@ -558,6 +845,68 @@ class Run:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         shown = present.bundle(self, None, include, exclude)  # installed by the notebook layer
         return shown if shown is not None else {"text/plain": self.summary()}
+
+
+class Nodes(Mapping[str, NodeRecord]):
+    """``run.nodes``: the run's node records by name, in its order (a record is made on first read).
+
+    Reads like the dict it replaces (``[name]``, ``get``, ``in``, ``len``, iteration, ``keys``,
+    ``values``, ``items``); ``[name] = record`` and ``setdefault`` put a record in (a new name is
+    appended); ``run.nodes = {...}`` replaces them all.
+    """
+
+    __slots__ = ("_c",)
+
+    def __init__(self, columns: NodeColumns) -> None:
+        self._c = columns
+
+    def __getitem__(self, name: str) -> NodeRecord:
+        c = self._c
+        return c.rec(c.index[name])
+
+    def get(self, name: str, default: Any = None) -> Any:
+        c = self._c
+        i = c.index.get(name)
+        return default if i is None else c.rec(i)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._c.index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._c.names)
+
+    def __len__(self) -> int:
+        return len(self._c.names)
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(self._c.names)
+
+    def keys(self) -> Any:
+        return self._c.index.keys()
+
+    def values(self) -> list[NodeRecord]:  # type: ignore[override]
+        c = self._c
+        return [c.rec(i) for i in range(len(c.names))]
+
+    def items(self) -> list[tuple[str, NodeRecord]]:  # type: ignore[override]
+        return list(zip(self._c.names, self.values(), strict=True))
+
+    def __setitem__(self, name: str, rec: NodeRecord) -> None:
+        c = self._c
+        i = c.index.get(name)
+        c.put(c.add(name) if i is None else i, rec)
+
+    def setdefault(self, name: str, default: NodeRecord) -> NodeRecord:
+        found = self.get(name)
+        if found is None:
+            self[name] = found = default
+        return found
+
+    def copy(self) -> dict[str, NodeRecord]:
+        return dict(self.items())
+
+    def __repr__(self) -> str:
+        return repr(self.copy())
 
 
 class _EventStream:

@@ -228,7 +228,7 @@ async def test_long_chain_does_not_recurse_or_starve_the_loop():
         return 0
 
     flow.add(first, name="n0")
-    for i in range(1, 3000):
+    for i in range(1, 20000):  # (long enough to hold the loop well over 10 ms at ~1 µs a node)
 
         async def step(x: int) -> int:
             return x + 1
@@ -246,8 +246,8 @@ async def test_long_chain_does_not_recurse_or_starve_the_loop():
         tg.start_soon(ticker)
         run = await flow.arun()
         tg.cancel_scope.cancel()
-    assert run["n2999"] == 2999
-    assert ticks > 10  # the loop got control during the chain
+    assert run["n19999"] == 19999
+    assert ticks > 10  # the loop got control during the chain (once a ms)
 
 
 async def test_a_long_failing_chain_is_skipped_without_recursion():
