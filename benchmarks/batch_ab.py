@@ -61,21 +61,7 @@ def _current_modules() -> set[str]:
 
 
 def make(nf: Any) -> Any:
-    flow = nf.Flow("bench_sync")
-
-    @flow.node
-    def prepare(x: int) -> int:
-        return x + 1
-
-    @flow.node
-    async def call(prepare: int) -> int:
-        await asyncio.sleep(bt.SLEEP)
-        return prepare * 2
-
-    @flow.node
-    def score(call: int) -> int:
-        return call - 1
-
+    flow = bt.make_sync_flow(nf)
     _ = flow.graph
     return flow
 

@@ -55,8 +55,9 @@ def make_flow(shape: str = "async") -> nf.Flow:
     return flow
 
 
-def make_sync_flow() -> nf.Flow:
-    flow = nf.Flow("bench_sync")
+def make_sync_flow(nbflow: Any = nf) -> nf.Flow:
+    """``nbflow``: the package to build it with (``batch_ab.py`` passes an older tree's)."""
+    flow = nbflow.Flow("bench_sync")
 
     @flow.node
     def prepare(x: int) -> int:

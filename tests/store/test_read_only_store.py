@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 from contextlib import closing
@@ -21,6 +20,7 @@ import pandas as pd
 import pytest
 
 import nbflow as nf
+from tests.helpers.read_only import run_read_only
 
 KEY = {"NBFLOW_STORE_KEY": "read-only test key"}
 
@@ -90,24 +90,7 @@ def _write_store(folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, s
 
 def _read_only_run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -c SCRIPT args`` with ``folder`` read-only for it."""
-    env = {**os.environ, **KEY}
-    command = [sys.executable, "-c", SCRIPT, *args]
-    if os.geteuid() == 0:
-        if shutil.which("unshare") is None:
-            pytest.fail("running as root needs unshare(1) to make a read-only mount for this test")
-        shell = (
-            f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} && "
-            f'touch {folder}/probe 2>/dev/null && echo WRITABLE && exit 9; exec "$@"'
-        )
-        command = ["unshare", "-m", "sh", "-c", shell, "sh", *command]
-    else:
-        for f in folder.iterdir():
-            f.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-        folder.chmod(0o555)
-    try:
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        folder.chmod(0o755)
+    return run_read_only(folder, [sys.executable, "-c", SCRIPT, *args], {**os.environ, **KEY})
 
 
 def test_a_read_only_copy_reads_and_refuses_writes_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

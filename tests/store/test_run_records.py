@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 import nbflow as nf
+from tests.helpers.read_only import run_read_only
 from tests.store import schema2_flow
 
 RESOURCES = Path(__file__).parent.parent / "resources"
@@ -240,7 +241,6 @@ print(json.dumps(out == expected["runs"]))
 def test_a_read_only_copy_of_a_schema_1_store_reads_back_identically(tmp_path: Path) -> None:
     # Nothing can be migrated in a read-only copy (a read-only mount, as in test_read_only_store): read as it is.
     import os
-    import subprocess
     import sys
 
     folder = tmp_path / "copy"
@@ -254,22 +254,8 @@ def test_a_read_only_copy_of_a_schema_1_store_reads_back_identically(tmp_path: P
         str(folder / "schema2_store.db"),
         str(RESOURCES / "schema2_store.json"),
     ]
-    if os.geteuid() == 0:
-        if shutil.which("unshare") is None:
-            pytest.fail("running as root needs unshare(1) to make a read-only mount for this test")
-        shell = (
-            f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} && "
-            f'touch {folder}/probe 2>/dev/null && echo WRITABLE && exit 9; exec "$@"'
-        )
-        command = ["unshare", "-m", "sh", "-c", shell, "sh", *command]
-    else:
-        (folder / "schema2_store.db").chmod(0o444)
-        folder.chmod(0o555)
     env = {**os.environ, "NBFLOW_STORE_KEY": schema2_flow.KEY, "PYTHONPATH": str(Path(__file__).parents[2])}
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        folder.chmod(0o755)
+    done = run_read_only(folder, command, env)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stdout.strip().splitlines()[-1] == "true"
     assert (folder / "schema2_store.db").read_bytes() == before
