@@ -173,6 +173,33 @@ def _program(graph: Graph, plan: Plan) -> _Program:
 
 
 class _Scheduler:
+    __slots__ = (
+        "bad",
+        "cache",
+        "cap",
+        "cols",
+        "crash",
+        "deadline_hit",
+        "finished",
+        "fresh",
+        "graph",
+        "in_flight",
+        "inputs",
+        "lean",
+        "names",
+        "overrides",
+        "planned",
+        "policies",
+        "prog",
+        "ready",
+        "records",
+        "run",
+        "special",
+        "tasks",
+        "waiting",
+        "why",
+    )
+
     def __init__(
         self,
         graph: Graph,
@@ -200,7 +227,6 @@ class _Scheduler:
         self.tasks: set[asyncio.Task[None]] = set()
         self.finished = _Done()
         self.crash: BaseException | None = None
-        self.loop = asyncio.get_running_loop()
         self.policies = policies
         self.fresh = run.status is RunStatus.PENDING  # not a resumed run: no record is final yet
         # The lean path takes a node PENDING and never tried: in a fresh run, every node (a node
@@ -374,7 +400,7 @@ class _Scheduler:
         while self.ready and self.in_flight < self.cap:
             self.in_flight += 1
             where = WorkerContext(self.run)  # for nf.ask() and nf.usage(): which node this task runs
-            task = where.task = self.loop.create_task(self.worker(self.ready.popleft(), where))
+            task = where.task = asyncio.get_running_loop().create_task(self.worker(self.ready.popleft(), where))
             ACTIVE[task] = where
             self.tasks.add(task)
 
@@ -563,7 +589,7 @@ class _Scheduler:
         not once a node.
         """
         where.armed = True
-        self.loop.call_soon(self.stuck, where)
+        asyncio.get_running_loop().call_soon(self.stuck, where)
 
     def stuck(self, where: WorkerContext) -> None:
         where.armed = False
@@ -696,7 +722,7 @@ async def execute(
     t0 = time.perf_counter() - (time.time() - run.started_at)
     if run._subscribers or run._watchers:
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
-    deadline = None if timeout is None else sched.loop.call_later(timeout, sched.on_deadline, timeout)
+    deadline = None if timeout is None else asyncio.get_running_loop().call_later(timeout, sched.on_deadline, timeout)
     try:
         # The run's own task works as the first worker: no task to spawn and no wake-up hop for a
         # chain, which is most of the per-run cost when many runs share the loop (batch). Not with

@@ -152,10 +152,10 @@ class NodeColumns:
             index = found[1]
         else:
             index = {name: i for i, name in enumerate(names)}
-            if n > 16:  # a plan's tuple, reused by each of its runs (the tuple is kept alive with it)
-                if len(_INDEXES) >= 256:
-                    _INDEXES.clear()
-                _INDEXES[id(names)] = (names, index)
+            # A plan's tuple is reused by each of its runs (a batch: one per row); kept alive with it.
+            if len(_INDEXES) >= 256:
+                _INDEXES.clear()
+            _INDEXES[id(names)] = (names, index)
         self.names = names
         self.index = index  # shared between runs of one plan: never changed in place (see add)
         self.status: list[NodeStatus] = [_PENDING] * n
