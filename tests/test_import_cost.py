@@ -14,6 +14,9 @@ from pathlib import Path
 
 import nbflow as nf
 
+# The heavy dependencies: neither importing nbflow nor defining a flow may load any of them.
+HEAVY = ("pydantic", "pandas", "numpy", "ipywidgets", "IPython", "graphviz", "distributed", "cloudpickle")
+
 # What the bare `import nbflow` must not load: the event loop, threads and networking it pulls in,
 # storage, hashing and serialisation, type-heavy modules, dataclass creation, and every third-party
 # dependency.
@@ -32,14 +35,7 @@ NOT_ON_IMPORT = (
     "dataclasses",
     "typing",
     "uuid",
-    "pydantic",
-    "pandas",
-    "numpy",
-    "ipywidgets",
-    "IPython",
-    "graphviz",
-    "distributed",
-    "cloudpickle",
+    *HEAVY,
     "nbflow._core.events",
     "nbflow._flow.flow",
 )
@@ -70,14 +66,7 @@ NOT_ON_DEFINE = (
     "pathlib",
     "uuid",
     "anyio.from_thread",
-    "pydantic",
-    "pandas",
-    "numpy",
-    "ipywidgets",
-    "IPython",
-    "graphviz",
-    "distributed",
-    "cloudpickle",
+    *HEAVY,
     "nbflow._batch.api",
     "nbflow._batch.rows",
     "nbflow._batch.paused",
