@@ -43,13 +43,32 @@ def make_flow() -> nf.Flow:
 ROWS = [{"x": i, "api_key": f"sk-fixture-{i}-secret"} for i in range(5)]
 
 
+def shown(value: Any) -> str:
+    """``repr(value)``, but a set's items in sorted order: a set's iteration order depends on the order its
+    items went in when two of them share a hash slot (1 string hash seed in 8 for {"a", "b"}), so an equal
+    set read back from a store may iterate, and print, the other way round."""
+    kind = type(value)
+    if kind is dict:
+        return "{" + ", ".join(f"{shown(k)}: {shown(v)}" for k, v in value.items()) + "}"
+    if kind is list:
+        return "[" + ", ".join(map(shown, value)) + "]"
+    if kind is tuple:
+        return "(" + ", ".join(map(shown, value)) + ("," if len(value) == 1 else "") + ")"
+    if kind in (set, frozenset):
+        items = ", ".join(sorted(map(shown, value)))
+        if kind is set:
+            return "{" + items + "}" if value else "set()"
+        return f"frozenset({{{items}}})" if value else "frozenset()"
+    return repr(value)
+
+
 def describe(run: nf.Run) -> dict[str, Any]:
     """What a stored run holds, comparable across nbflow versions (JSON)."""
     nodes = {}
     for name, rec in sorted(run.nodes.items()):
         nodes[name] = {
             "status": rec.status.value,
-            "output": repr(rec.output),
+            "output": shown(rec.output),
             "error_type": rec.error_type,
             "error_message": rec.error_message,
             "traceback": None if rec.traceback is None else rec.traceback.splitlines()[-1],
@@ -57,14 +76,14 @@ def describe(run: nf.Run) -> dict[str, Any]:
             "started_at": rec.started_at,
             "finished_at": rec.finished_at,
             "attempts": [[a.number, a.started_at, a.finished_at, repr(a.error), a.delay] for a in rec.attempts],
-            "inputs": repr(sorted(rec.inputs.items())),
+            "inputs": shown(sorted(rec.inputs.items())),
             "cached": rec.cached,
             "recovered": rec.recovered,
         }
     return {
         "flow": run.flow,
         "status": run.status.value,
-        "inputs": repr(sorted(run.inputs.items())),
+        "inputs": shown(sorted(run.inputs.items())),
         "targets": repr(run.targets),
         "started_at": run.started_at,
         "finished_at": run.finished_at,
