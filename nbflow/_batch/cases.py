@@ -224,6 +224,8 @@ def prepare_cases(
     samples = range(repeats) if repeats > 1 else (None,)
     single = len(combos) == 1 and len(samples) == 1  # one case per row: the row's own copy is its result row
     every_input = frozenset(input_columns.values())
+    same_names = all(c == target for c, target in input_columns.items())
+    input_names = input_columns.keys()
     for i, rec in enumerate(records):
         for combo in combos:
             for sample in samples:
@@ -238,6 +240,8 @@ def prepare_cases(
                         for c, v in row.items()
                         if c in input_columns
                     }
+                elif same_names and row.keys() == input_names:  # every column is an input of its own name
+                    inputs = row.copy()
                 else:
                     inputs = {input_columns[c]: v for c, v in row.items() if c in input_columns}
                 given = every_input if len(inputs) == len(every_input) else frozenset(inputs)

@@ -25,7 +25,7 @@ from nbflow._core.config import config
 from nbflow._core.errors import InputMutationError
 from nbflow._engine.fingerprint import Unhashable, digest
 
-__all__ = ["MutationCheck", "isolate", "isolate_inputs"]
+__all__ = ["PLAIN_TYPES", "MutationCheck", "isolate", "isolate_inputs"]
 
 
 def _frame_copier() -> Callable[[Any], Any]:
@@ -73,12 +73,12 @@ def isolate_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if not kwargs or ("pandas" not in sys.modules and "numpy" not in sys.modules):
         return kwargs
     for v in kwargs.values():  # most inputs are plain values: keep the dict, build no copy
-        if type(v) not in _PLAIN:
+        if type(v) not in PLAIN_TYPES:
             return {k: isolate(v) for k, v in kwargs.items()}
     return kwargs
 
 
-_PLAIN = frozenset({int, float, str, bool, bytes, type(None), complex})  # never a frame or an array
+PLAIN_TYPES = frozenset({int, float, str, bool, bytes, type(None), complex})  # never a frame or an array
 
 
 class MutationCheck:

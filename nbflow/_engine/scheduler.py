@@ -31,7 +31,7 @@ from nbflow._core.usage import CURRENT_NODE, CURRENT_RUN
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
 from nbflow._engine.ask import ACTIVE, PinnedNode, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
-from nbflow._engine.isolation import MutationCheck, isolate_inputs
+from nbflow._engine.isolation import PLAIN_TYPES, MutationCheck, isolate_inputs
 from nbflow._engine.lean import lean_failed, lean_started, lean_succeeded
 from nbflow._engine.node import call_node
 from nbflow._engine.policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
@@ -54,6 +54,9 @@ _PAUSED = NodeStatus.PAUSED
 _PENDING = NodeStatus.PENDING
 _SKIPPED = NodeStatus.SKIPPED
 _SUCCEEDED = NodeStatus.SUCCEEDED
+_RUN_PENDING = RunStatus.PENDING
+_RUN_RUNNING = RunStatus.RUNNING
+_current_task = asyncio.current_task
 
 
 class _Done:
@@ -503,7 +506,9 @@ class _Scheduler:
                                 kwargs[param] = check(kwargs[param])
                         guard = MutationCheck(spec.name, kwargs) if config.check_mutation else None
                         args = kwargs  # (a node's own views of shared frames and arrays: isolation.py)
-                        if "pandas" in modules or "numpy" in modules:
+                        if ("pandas" in modules or "numpy" in modules) and (
+                            arg is None or type(kwargs[arg[0]]) not in PLAIN_TYPES  # (a plain value: nothing to do)
+                        ):
                             args = isolate_inputs(kwargs)
                         # Awaited right here: a node that does not wait runs to its end without a
                         # loop turn (and without the StopIteration of a coroutine stepped by hand).
@@ -716,8 +721,10 @@ async def execute(
     not raised: its status is CANCELLED and ``run.reason`` names the deadline.
     """
     sched = _Scheduler(graph, plan, run, inputs, overrides, concurrency, policies)
-    if run.status is not RunStatus.RUNNING:  # a resume claims RUNNING before it gets here
-        run._to(RunStatus.RUNNING)
+    if run.status is _RUN_PENDING:  # a fresh run (PENDING -> RUNNING is always allowed)
+        run.status = _RUN_RUNNING
+    elif run.status is not _RUN_RUNNING:  # a resume claims RUNNING before it gets here
+        run._to(_RUN_RUNNING)
     run.started_at = run.started_at or time.time()
     t0 = time.perf_counter() - (time.time() - run.started_at)
     if run._subscribers or run._watchers:
@@ -729,7 +736,22 @@ async def execute(
         # a deadline: that wakes this task through ``finished`` to cancel the workers.
         first = sched.start(inline=deadline is None)
         if first >= 0:
-            await _inline_worker(sched, first)
+            # This task works as the run's first worker. It may itself be a worker of an outer run (a
+            # sub-flow node): its entry and what nf.usage() reads are put back after.
+            task = _current_task()
+            where = WorkerContext(run)
+            where.task = task
+            outer = ACTIVE.get(task)
+            outer_node = CURRENT_NODE.get()
+            outer_run = CURRENT_RUN.get()
+            ACTIVE[task] = where
+            try:
+                await sched.worker(first, where)
+            finally:
+                if outer is not None:
+                    ACTIVE[task] = outer
+                CURRENT_NODE.set(outer_node)  # (also None: a finished run is not kept alive by its task's context)
+                CURRENT_RUN.set(outer_run)
         if not sched.finished.is_set():
             await sched.finished.wait()
         if sched.crash is not None:
@@ -765,25 +787,6 @@ def _unfinished(run: Run) -> bool:
     """Whether a node of ``run`` is not final (counted in C: no Python step per node)."""
     status = run._c.status
     return sum(map(status.count, NODE_FINAL)) != len(status)
-
-
-async def _inline_worker(sched: _Scheduler, first: int) -> None:
-    task = asyncio.current_task()
-    where = WorkerContext(sched.run)
-    where.task = task
-    # This task may itself be a worker of an outer run (a sub-flow node): put its entry back after,
-    # and what nf.usage() reads (the worker sets both for its own nodes).
-    outer = ACTIVE.get(task)
-    outer_node = CURRENT_NODE.get()
-    outer_run = CURRENT_RUN.get()
-    ACTIVE[task] = where
-    try:
-        await sched.worker(first, where)
-    finally:
-        if outer is not None:
-            ACTIVE[task] = outer
-        CURRENT_NODE.set(outer_node)  # (also None: a finished run is not kept alive by its task's context)
-        CURRENT_RUN.set(outer_run)
 
 
 def _pause(run: Run, t0: float) -> None:

@@ -656,12 +656,17 @@ class Run:
             i = index.get(name)
             values.append(output[i] if i is not None and status[i] is done else None)
         failed = None
-        for i, cold in enumerate(c.cold):
-            if cold is not None and cold.get("error") is not None:
-                failed = c.rec(i)
-                break
+        cold_fields = c.cold
+        if cold_fields.count(None) != len(cold_fields):  # (counted in C: most rows have no rare field)
+            for i, cold in enumerate(cold_fields):
+                if cold is not None and cold.get("error") is not None:
+                    failed = c.rec(i)
+                    break
+        tried = c.attempts
+        if tried.count(LEAN) == len(tried):  # every node ran once, lean (most rows)
+            return values, failed, 1 if tried else 0
         most = 0
-        for found in c.attempts:
+        for found in tried:
             n = 0 if found is None else 1 if found is LEAN else len(found)
             if n > most:
                 most = n
