@@ -56,6 +56,8 @@ _SKIPPED = NodeStatus.SKIPPED
 _SUCCEEDED = NodeStatus.SUCCEEDED
 _RUN_PENDING = RunStatus.PENDING
 _RUN_RUNNING = RunStatus.RUNNING
+_RUN_SUCCEEDED = RunStatus.SUCCEEDED
+_RUN_ENDS = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 _current_task = asyncio.current_task
 
 
@@ -738,6 +740,8 @@ async def execute(
         if first >= 0:
             # This task works as the run's first worker. It may itself be a worker of an outer run (a
             # sub-flow node): its entry and what nf.usage() reads are put back after.
+            # (``_Scheduler.worker``'s bookkeeping, for this task: an exception goes straight up to the
+            # handler below instead of through ``crash``.)
             task = _current_task()
             where = WorkerContext(run)
             where.task = task
@@ -745,13 +749,23 @@ async def execute(
             outer_node = CURRENT_NODE.get()
             outer_run = CURRENT_RUN.get()
             ACTIVE[task] = where
+            CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
+            CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node
             try:
-                await sched.worker(first, where)
+                if sched.special:
+                    await sched.policy_loop(first, where)
+                else:
+                    await sched.plain_loop(first, where)
             finally:
+                where.i = -1
+                sched.in_flight -= 1
                 if outer is not None:
                     ACTIVE[task] = outer
+                else:
+                    ACTIVE.pop(task, None)
                 CURRENT_NODE.set(outer_node)  # (also None: a finished run is not kept alive by its task's context)
                 CURRENT_RUN.set(outer_run)
+                sched.check_finished()
         if not sched.finished.is_set():
             await sched.finished.wait()
         if sched.crash is not None:
@@ -769,12 +783,16 @@ async def execute(
         if deadline is not None:
             deadline.cancel()
     run._pause_requested = False
+    cols = run._c
+    status = cols.status
+    if status.count(_SUCCEEDED) == len(status):  # every node succeeded (most runs): counted in C
+        _finish(run, _RUN_SUCCEEDED, t0)
+        return run
     if _unfinished(run):  # blocked by a question, or paused
         _pause(run, t0)
         return run
     # Skipped is a normal outcome (a branch not taken); only a failed node fails the run, unless
     # its failure was handled by design (on_error="continue", a failure handler).
-    cols = run._c
     if sched.special:
         failed = any(st is _FAILED and not sched.handled(n) for n, st in zip(cols.names, cols.status, strict=True))
     else:
@@ -807,7 +825,10 @@ def _pause(run: Run, t0: float) -> None:
 def _finish(run: Run, status: RunStatus, t0: float) -> None:
     duration = time.perf_counter() - t0
     run.finished_at = (run.started_at or time.time()) + duration
-    run._to(status)
+    if run.status is _RUN_RUNNING and status in _RUN_ENDS:  # RUNNING -> an end is always allowed
+        run.status = status
+    else:
+        run._to(status)
     if run._subscribers or run._watchers:
         run._emit(
             RunFinished(run_id=run.run_id, time=run.finished_at, status=status, duration=duration, reason=run.reason)
