@@ -17,7 +17,7 @@ import inspect
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from operator import itemgetter
 from types import CoroutineType, FunctionType
 from typing import Any
@@ -415,10 +415,7 @@ class _Scheduler:
         CURRENT_RUN.set(self.run)  # nf.usage(): the run this task's nodes belong to (for its events)
         CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node
         try:
-            if self.special:
-                await self.policy_loop(i, where)
-            else:
-                await self.plain_loop(i, where)
+            await self.node_loop(i, where)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # an engine bug or KeyboardInterrupt: never lose it
@@ -431,6 +428,10 @@ class _Scheduler:
             ACTIVE.pop(where.task, None)
             self.tasks.discard(where.task)
             self.check_finished()
+
+    def node_loop(self, i: int, where: WorkerContext) -> Coroutine[Any, Any, None]:
+        """The loop a worker runs, starting at node ``i`` (a coroutine: no frame of its own in between)."""
+        return self.policy_loop(i, where) if self.special else self.plain_loop(i, where)
 
     async def plain_loop(self, i: int, where: WorkerContext) -> None:
         """The worker of a run without per-node policies: node after node, as long as one is ready.
@@ -752,10 +753,7 @@ async def execute(
             CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
             CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node
             try:
-                if sched.special:
-                    await sched.policy_loop(first, where)
-                else:
-                    await sched.plain_loop(first, where)
+                await sched.node_loop(first, where)
             finally:
                 where.i = -1
                 sched.in_flight -= 1
