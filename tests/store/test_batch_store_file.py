@@ -29,7 +29,7 @@ def test_a_new_store_has_a_versioned_schema_in_wal_mode(tmp_path):
     db = tmp_path / "s.db"
     nf.BatchStore(db).close()
     with closing(sqlite3.connect(db)) as con:
-        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("2",)]
+        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("3",)]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert {"nbflow_meta", "batches", "batch_rows"} <= tables
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -110,7 +110,7 @@ def test_batches_and_run_checkpoints_share_one_file(tmp_path):
     assert nf.load_run(db, run.run_id)["double"] == 4
     with closing(sqlite3.connect(db)) as con:
         keys = dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall())
-    assert keys == {"checkpoint_schema": "2", "batch_schema": "2"}
+    assert keys == {"checkpoint_schema": "2", "batch_schema": "3"}
 
 
 def test_batches_listing_load_and_delete(tmp_path):
@@ -133,6 +133,38 @@ def test_a_later_try_of_a_row_replaces_the_earlier_one(tmp_path):
         store.write_row("b", 0, None, "succeeded", {"x": 2})
         rows = store.rows("b")
         assert len(rows) == 1 and rows[0].status == "succeeded" and rows[0].data == {"x": 2}
+
+
+def _rows_per_key(path) -> list[tuple[str, str, int]]:
+    with closing(sqlite3.connect(path)) as con:
+        return con.execute(
+            "SELECT batch_id, case_key, COUNT(*) FROM batch_rows GROUP BY batch_id, case_key ORDER BY batch_id"
+        ).fetchall()
+
+
+def test_one_row_per_key_whoever_wrote_the_earlier_try(tmp_path):
+    # Schema 3 keeps "one row per (batch, key)" in the writer, not in a primary key: it must hold when
+    # another connection wrote the earlier try, when one group holds the row twice, and across batches.
+    path = tmp_path / "s.db"
+    with nf.BatchStore(path) as a, nf.BatchStore(path) as b:
+        a.begin_batch("b", "flow", 2, ["x"])
+        b.begin_batch("c", "flow", 1, ["x"])
+        a.write_row("b", 0, None, "failed", {"x": 1}, key="k0")
+        b.write_row("b", 0, None, "failed", {"x": 2}, key="k0")  # b never saw k0: the file tells it
+        a.write_row("b", 0, None, "succeeded", {"x": 3}, key="k0")  # a's knowledge is stale: read again
+        a.write_row("c", 0, None, "succeeded", {"x": 9}, key="k0")  # the same key in another batch is another row
+        rows = [a.prepare_row("b", 1, None, s, {"x": n}, key="k1") for n, s in ((4, "failed"), (5, "succeeded"))]
+        a.write_rows(rows)
+        assert {r.key: (r.status, r.data) for r in b.stored_rows("b")} == {
+            "k0": ("succeeded", {"x": 3}),
+            "k1": ("succeeded", {"x": 5}),
+        }
+        assert [r.data for r in b.stored_rows("c")] == [{"x": 9}]
+        assert _rows_per_key(path) == [("b", "k0", 1), ("b", "k1", 1), ("c", "k0", 1)]
+        b.delete_batch("b")
+        a.write_row("b", 0, None, "succeeded", {"x": 7}, key="k0")
+        assert [r.data for r in a.stored_rows("b")] == [{"x": 7}]
+    assert _rows_per_key(path) == [("b", "k0", 1), ("c", "k0", 1)]
 
 
 @pytest.mark.parametrize(
