@@ -298,3 +298,36 @@ def test_a_read_only_copy_of_a_schema_1_store_reads_back_identically(tmp_path: P
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stdout.strip().splitlines()[-1] == "true"
     assert (folder / "schema2_store.db").read_bytes() == before
+
+
+READ_ONLY_BATCH_SCRIPT = """
+import json, sys
+import nbflow as nf
+
+db, batch_id = sys.argv[1], sys.argv[2]
+with nf.BatchStore(db) as store:
+    frame = store.load(batch_id)
+    keys = sorted(r.key for r in store.stored_rows(batch_id))
+print(json.dumps({"frame": frame.astype(str).to_dict(orient="split"), "keys": keys}))
+"""
+
+
+def test_a_read_only_copy_of_a_schema_2_batch_store_loads_unmigrated(schema1: tuple[Path, dict]) -> None:
+    # Batch schema 3 changed only the table's key: a read-only schema 2 copy (nothing can be migrated) reads as is.
+    import os
+
+    db, expected = schema1
+    with closing(sqlite3.connect(db)) as con:
+        keys = sorted(k for (k,) in con.execute("SELECT case_key FROM batch_rows"))
+    folder = db.parent / "copy"
+    folder.mkdir()
+    shutil.copy(db, folder / db.name)
+    before = (folder / db.name).read_bytes()
+    command = [sys.executable, "-c", READ_ONLY_BATCH_SCRIPT, str(folder / db.name), expected["batch_id"]]
+    env = {**os.environ, "NBFLOW_STORE_KEY": schema2_flow.KEY, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = run_read_only(folder, command, env)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert _plain(out["frame"]) == _plain(json.loads(json.dumps(expected["frame"])))
+    assert out["keys"] == keys and len(keys) == 5
+    assert (folder / db.name).read_bytes() == before
