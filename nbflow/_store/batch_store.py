@@ -211,6 +211,7 @@ class BatchStore:
         # batch's first write and again once another connection changed the file (``_seen``: data_version).
         self._keys: dict[str, dict[str, int]] = {}
         self._seen: int | None = None
+        self._last = 0  # the highest rowid this connection wrote (valid while ``_seen`` is: no other writer since)
         self._db = open_db(self.path, timeout=timeout)
         try:
             self._db.execute("CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -412,8 +413,8 @@ class BatchStore:
             added.clear()
             replaced = []
             args: dict[int, tuple[Any, ...]] = {}  # rowid -> the row's values, in order
-            rowid = cur.execute("SELECT max(rowid) FROM batch_rows").fetchone()[0] or 0
             keys = self._stored_keys(cur)
+            rowid = self._last or cur.execute("SELECT max(rowid) FROM batch_rows").fetchone()[0] or 0
             for row in rows:
                 a = row.args
                 batch_id, key = a[0], a[1]
@@ -445,12 +446,14 @@ class BatchStore:
         self._retry_tx(write, cur)
         for batch_id, new in added.items():
             self._keys[batch_id].update(new)
+            self._last = max(self._last, *new.values())
 
     def _stored_keys(self, cur: sqlite3.Cursor) -> dict[str, dict[str, int]]:
         """The stored keys known per batch; forgotten when another connection changed the file since."""
         version = cur.execute("PRAGMA data_version").fetchone()[0]
         if version != self._seen:
             self._keys.clear()
+            self._last = 0
             self._seen = version
         return self._keys
 
