@@ -140,6 +140,7 @@ _ROW_SQL = (
     "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _DELETE_SQL = "DELETE FROM batch_rows WHERE rowid = ? AND batch_id = ? AND case_key = ?"
+_KEYS_KEPT = 4  # batches whose stored keys a store object remembers (read again when needed)
 
 
 class PreparedRow(NamedTuple):
@@ -420,6 +421,8 @@ class BatchStore:
                 batch_id, key = a[0], a[1]
                 stored = keys.get(batch_id)
                 if stored is None:
+                    if len(keys) >= _KEYS_KEPT:  # a long-lived store object: the keys of a few batches at most
+                        keys.clear()
                     stored = keys[batch_id] = self._read_keys(cur, batch_id)
                 new = added.get(batch_id)
                 if new is None:
@@ -445,7 +448,9 @@ class BatchStore:
 
         self._retry_tx(write, cur)
         for batch_id, new in added.items():
-            self._keys[batch_id].update(new)
+            known = self._keys.get(batch_id)
+            if known is not None:  # (else read again at its next write, with these rows)
+                known.update(new)
             self._last = max(self._last, *new.values())
 
     def _stored_keys(self, cur: sqlite3.Cursor) -> dict[str, dict[str, int]]:

@@ -167,6 +167,20 @@ def test_one_row_per_key_whoever_wrote_the_earlier_try(tmp_path):
     assert _rows_per_key(path) == [("b", "k0", 1), ("c", "k0", 1)]
 
 
+def test_one_row_per_key_in_a_group_of_many_batches(tmp_path):
+    # A store object remembers the stored keys of a few batches only; a group spanning more still replaces.
+    path = tmp_path / "s.db"
+    with nf.BatchStore(path) as store:
+        for round_ in range(3):
+            store.write_rows(
+                [store.prepare_row(f"b{n}", 0, None, "failed", {"try": round_}, key="k") for n in range(7)]
+            )
+            store.write_row("b0", 0, None, "succeeded", {"try": round_}, key="k")
+        assert [r.data for r in store.stored_rows("b0")] == [{"try": 2}]
+        assert [r.data for r in store.stored_rows("b6")] == [{"try": 2}]
+    assert _rows_per_key(path) == [(f"b{n}", "k", 1) for n in range(7)]
+
+
 @pytest.mark.parametrize(
     ("name", "secret"),
     [
