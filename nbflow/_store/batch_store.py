@@ -22,8 +22,9 @@ batch, again whenever another connection changed the file: ``PRAGMA data_version
 A row is found by ``case_key``, a digest of its content (row values + grid combination + repeat),
 never by its position; ``fingerprint`` names the flow's per-node fingerprints it was computed with,
 so a resume re-runs exactly the rows that depend on an edited node. ``meta`` is the experiment
-record (name, notes, grid, counts, summary...). Version 1 files are migrated in place when opened:
-their rows keep a ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
+record (name, notes, grid, counts, summary...). Version 1 and 2 files are migrated in place when
+opened writable (a read-only version 2 copy is read as it is: same columns); version 1 rows keep a
+``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
 
 ``data`` is a JSON object, column -> value. Values JSON keeps exactly (str, int, float, bool,
 None, and lists / str-keyed dicts of those) are stored as JSON; plain data JSON cannot hold (tuples,
