@@ -332,7 +332,8 @@ def prepare_row(
     """Row ``i`` encoded for the store; a value the store cannot hold fails the row (``result`` says so)."""
     assert state.batch_id is not None
     batch_id, key = state.batch_id, state.cases.cases[i].key
-    try:
+
+    def prepare() -> PreparedRow:
         return store.prepare_row(
             batch_id,
             i,
@@ -345,6 +346,9 @@ def prepare_row(
             key=key,
             fingerprint=state.fingerprint,
         )
+
+    try:
+        return prepare()
     except UnstorableValue as exc:
         column = exc.column
         node = column if column in state.cases.outputs else result.get("error_node")
@@ -355,7 +359,7 @@ def prepare_row(
             error_message=f"row {i}: the output of node {node!r} cannot be stored in {store.path!r}: {exc}",
             error_node=node,
         )
-        return prepare_row(store, state, i, result, secret, secrets=secrets, run=run)
+        return prepare()
 
 
 def _store_failed(i: int, exc: StoreError) -> str:

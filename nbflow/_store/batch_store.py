@@ -464,7 +464,7 @@ class BatchStore:
         return self._keys
 
     @staticmethod
-    def _read_keys(cur: sqlite3.Cursor, batch_id: str) -> dict[str, int]:
+    def _read_keys(cur: sqlite3.Cursor | sqlite3.Connection, batch_id: str) -> dict[str, int]:
         return dict(cur.execute("SELECT case_key, rowid FROM batch_rows WHERE batch_id = ?", (batch_id,)).fetchall())
 
     def _write_cursor(self) -> sqlite3.Cursor:
