@@ -210,8 +210,11 @@ class BatchStore:
         self._fingerprints: dict[str, dict[str, str | None]] = {}  # fingerprint -> nodes, read back once
         self._cursor: sqlite3.Cursor | None = None  # the row writes' plain cursor (``_write_cursor``)
         # One row per (batch_id, case_key), kept by write_rows: batch_id -> {stored key: its rowid}, read on a
-        # batch's first write and again once another connection changed the file (``_seen``: data_version).
+        # batch's first write; once another connection changed the file (``_seen``: data_version; a claim's
+        # heartbeat does, every 10 s) the rows it added to the batch are read (``_refresh``), not every key.
         self._keys: dict[str, dict[str, int]] = {}
+        self._top: dict[str, int] = {}  # batch_id -> the highest rowid in its ``_keys``
+        self._stale: set[str] = set()  # batches to refresh before their next write
         self._seen: int | None = None
         self._last = 0  # the highest rowid this connection wrote (valid while ``_seen`` is: no other writer since)
         self._db = open_db(self.path, timeout=timeout)
@@ -321,7 +324,7 @@ class BatchStore:
 
     def delete_batch(self, batch_id: str) -> None:
         """Forget the batch and its rows."""
-        self._keys.pop(batch_id, None)
+        self._forget(batch_id)
         with self._transaction():
             self._db.execute("DELETE FROM batch_rows WHERE batch_id = ?", (batch_id,))
             self._db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
@@ -424,7 +427,11 @@ class BatchStore:
                 if stored is None:
                     if len(keys) >= _KEYS_KEPT:  # a long-lived store object: the keys of a few batches at most
                         keys.clear()
-                    stored = keys[batch_id] = self._read_keys(cur, batch_id)
+                        self._top.clear()
+                        self._stale.clear()
+                    stored = self._load_keys(cur, batch_id)
+                elif batch_id in self._stale:
+                    stored = self._refresh(cur, batch_id, stored)
                 new = added.get(batch_id)
                 if new is None:
                     new = added[batch_id] = {}
@@ -450,18 +457,52 @@ class BatchStore:
         self._retry_tx(write, cur)
         for batch_id, new in added.items():
             known = self._keys.get(batch_id)
+            top = max(new.values())
             if known is not None:  # (else read again at its next write, with these rows)
                 known.update(new)
-            self._last = max(self._last, *new.values())
+                self._top[batch_id] = max(self._top.get(batch_id, 0), top)
+            self._last = max(self._last, top)
 
     def _stored_keys(self, cur: sqlite3.Cursor) -> dict[str, dict[str, int]]:
         """The stored keys known per batch; forgotten when another connection changed the file since."""
         version = cur.execute("PRAGMA data_version").fetchone()[0]
         if version != self._seen:
-            self._keys.clear()
+            self._stale.update(self._keys)
             self._last = 0
             self._seen = version
         return self._keys
+
+    def _load_keys(self, cur: sqlite3.Cursor, batch_id: str) -> dict[str, int]:
+        stored = self._keys[batch_id] = self._read_keys(cur, batch_id)
+        self._top[batch_id] = max(stored.values(), default=0)
+        self._stale.discard(batch_id)
+        return stored
+
+    def _refresh(self, cur: sqlite3.Cursor, batch_id: str, stored: dict[str, int]) -> dict[str, int]:
+        """Bring a batch's known keys up to date after another connection wrote: the rows added since its newest
+        known row (a rowid is never below the table's highest, which that row still is or was), or all of
+        them again if that row is gone (the batch was deleted or that row replaced). A known row deleted
+        otherwise leaves a stale rowid, harmless: deleting it again matches nothing."""
+        self._stale.discard(batch_id)
+        top = self._top.get(batch_id, 0)
+        if top:
+            found = cur.execute(
+                "SELECT case_key FROM batch_rows WHERE rowid = ? AND batch_id = ?", (top, batch_id)
+            ).fetchone()
+            if found is None or stored.get(found[0]) != top:
+                return self._load_keys(cur, batch_id)
+        for key, rowid in cur.execute(
+            "SELECT case_key, rowid FROM batch_rows WHERE batch_id = ? AND rowid > ?", (batch_id, top)
+        ):
+            stored[key] = rowid
+            top = max(top, rowid)
+        self._top[batch_id] = top
+        return stored
+
+    def _forget(self, batch_id: str) -> None:
+        self._keys.pop(batch_id, None)
+        self._top.pop(batch_id, None)
+        self._stale.discard(batch_id)
 
     @staticmethod
     def _read_keys(cur: sqlite3.Cursor | sqlite3.Connection, batch_id: str) -> dict[str, int]:
@@ -507,7 +548,7 @@ class BatchStore:
         """Give rows new content keys (old key -> new), e.g. rows migrated from a version 1 store.
 
         A row whose new key another row of the batch has already is left as it was."""
-        self._keys.pop(batch_id, None)
+        self._forget(batch_id)
         with self._transaction():
             stored = self._read_keys(self._db, batch_id)
             moves = []

@@ -167,6 +167,45 @@ def test_one_row_per_key_whoever_wrote_the_earlier_try(tmp_path):
     assert _rows_per_key(path) == [("b", "k0", 1), ("c", "k0", 1)]
 
 
+def test_after_another_connections_write_only_the_rows_it_added_are_read(tmp_path, monkeypatch):
+    # A batch's claim rewrites its heartbeat every 10 s from its own connection: reading every stored key
+    # of a large batch again each time would cost more than the rows; only what was added is read.
+    from nbflow._store.batch_store import BatchStore
+
+    full_reads: list[str] = []
+    real = BatchStore._read_keys
+
+    def counting(cur, batch_id):
+        full_reads.append(batch_id)
+        return real(cur, batch_id)
+
+    monkeypatch.setattr(BatchStore, "_read_keys", staticmethod(counting))
+    path = tmp_path / "s.db"
+    with nf.BatchStore(path) as a, nf.BatchStore(path) as b:
+        a.begin_batch("b", "flow", 3, ["x"])
+        a.write_rows([a.prepare_row("b", i, None, "succeeded", {"x": i}, key=f"k{i}") for i in range(50)])
+        assert full_reads == ["b"]
+        with closing(sqlite3.connect(path)) as other:  # an unrelated change (as a heartbeat is)
+            other.execute("UPDATE batches SET n_rows = 51")
+            other.commit()
+        a.write_row("b", 50, None, "succeeded", {"x": 50}, key="k50")
+        b.write_row("b", 7, None, "failed", {"x": -7}, key="k7")  # b reads the batch once (its first write)
+        b.write_row("b", 51, None, "succeeded", {"x": 51}, key="k51")
+        assert full_reads == ["b", "b"]
+        a.write_row("b", 51, None, "succeeded", {"x": 510}, key="k51")  # a learns k51 from the rows b added
+        a.write_row("b", 7, None, "succeeded", {"x": 70}, key="k7")  # b replaced k7: found among them
+        assert full_reads == ["b", "b"]
+        rows = {r.key: r.data["x"] for r in a.stored_rows("b")}
+        assert len(rows) == 52 and rows["k51"] == 510 and rows["k7"] == 70
+        assert {n for _, _, n in _rows_per_key(path)} == {1}
+        b.delete_batch("b")  # a's newest known row is gone: a reads the batch again
+        a.write_row("b", 0, None, "succeeded", {"x": 0}, key="k0")
+        assert full_reads == ["b", "b", "b"]
+    assert _rows_per_key(path) == [("b", "k0", 1)]
+    with closing(sqlite3.connect(path)) as con:
+        assert con.execute("SELECT COUNT(*) FROM batch_rows").fetchone()[0] == 1
+
+
 def test_one_row_per_key_in_a_group_of_many_batches(tmp_path):
     # A store object remembers the stored keys of a few batches only; a group spanning more still replaces.
     path = tmp_path / "s.db"
