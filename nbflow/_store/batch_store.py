@@ -17,7 +17,7 @@ One row per (batch_id, case_key): version 2 had that as the table's primary key,
 a second b-tree at a place its hash chose (most of a row's SQLite cost, growing with the batch: 4.9 µs
 a row at 3,000 rows, 7.1 at 20,000). Version 3 appends rows (their rowid) and indexes the batch alone;
 ``write_rows`` keeps the one-row-per-key rule itself, knowing each stored key's rowid (read once per
-batch, again whenever another connection changed the file: ``PRAGMA data_version``).
+batch; after another connection changed the file, ``PRAGMA data_version``, the rows it added are read).
 
 A row is found by ``case_key``, a digest of its content (row values + grid combination + repeat),
 never by its position; ``fingerprint`` names the flow's per-node fingerprints it was computed with,
@@ -464,7 +464,7 @@ class BatchStore:
             self._last = max(self._last, top)
 
     def _stored_keys(self, cur: sqlite3.Cursor) -> dict[str, dict[str, int]]:
-        """The stored keys known per batch; forgotten when another connection changed the file since."""
+        """The stored keys known per batch; marked for ``_refresh`` when another connection changed the file since."""
         version = cur.execute("PRAGMA data_version").fetchone()[0]
         if version != self._seen:
             self._stale.update(self._keys)
