@@ -43,13 +43,40 @@ def make_flow() -> nf.Flow:
 ROWS = [{"x": i, "api_key": f"sk-fixture-{i}-secret"} for i in range(5)]
 
 
+class _Set(list):
+    """A set's items in a fixed order, shown as the set is: a set's own order can differ after a round trip
+    (it depends on the string hash seed and on the order its items were added), its repr with it."""
+
+    kind = "set"
+
+    def __repr__(self) -> str:
+        if not self:
+            return f"{self.kind}()"
+        items = "{" + ", ".join(map(repr, self)) + "}"
+        return items if self.kind == "set" else f"{self.kind}({items})"
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        out = _Set(sorted((_canonical(v) for v in value), key=repr))
+        out.kind = type(value).__name__
+        return out
+    if type(value) is dict:
+        return {k: _canonical(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_canonical(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
 def describe(run: nf.Run) -> dict[str, Any]:
     """What a stored run holds, comparable across nbflow versions (JSON)."""
     nodes = {}
     for name, rec in sorted(run.nodes.items()):
         nodes[name] = {
             "status": rec.status.value,
-            "output": repr(rec.output),
+            "output": repr(_canonical(rec.output)),
             "error_type": rec.error_type,
             "error_message": rec.error_message,
             "traceback": None if rec.traceback is None else rec.traceback.splitlines()[-1],
@@ -57,14 +84,14 @@ def describe(run: nf.Run) -> dict[str, Any]:
             "started_at": rec.started_at,
             "finished_at": rec.finished_at,
             "attempts": [[a.number, a.started_at, a.finished_at, repr(a.error), a.delay] for a in rec.attempts],
-            "inputs": repr(sorted(rec.inputs.items())),
+            "inputs": repr(sorted(_canonical(dict(rec.inputs)).items())),
             "cached": rec.cached,
             "recovered": rec.recovered,
         }
     return {
         "flow": run.flow,
         "status": run.status.value,
-        "inputs": repr(sorted(run.inputs.items())),
+        "inputs": repr(sorted(_canonical(dict(run.inputs)).items())),
         "targets": repr(run.targets),
         "started_at": run.started_at,
         "finished_at": run.finished_at,
