@@ -10,6 +10,10 @@ concurrency). Each side runs with and without persistence, interleaved, in the s
   (WAL, synchronous=NORMAL: what one writes by hand to be crash-safe) minus the same without it.
 
     python benchmarks/store_overhead.py [--rows 5000] [--concurrency 100] [--repeat 5] [--keep none|all] [--no-gc]
+                                        [--before REV]
+
+``--before REV`` also runs nbflow at an older commit of this repository side by side in the same process
+(imported as ``nbflow_before``, as ``batch_ab.py`` does), interleaved round by round with the rest.
 
 ``--keep`` is passed to both nbflow batches (with and without the store), so ``--keep all`` is what writing
 every run record costs; without it each side has its default (``"all"`` with a store, ``"failed"``
@@ -26,8 +30,10 @@ import asyncio
 import gc
 import json
 import os
+import pathlib
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any
@@ -35,7 +41,7 @@ from typing import Any
 import nbflow as nf
 
 
-def make_flow() -> nf.Flow:
+def make_flow(nf: Any = nf) -> Any:
     flow = nf.Flow("store_bench")
 
     @flow.node
@@ -88,11 +94,18 @@ async def baseline(rows: list[dict[str, int]], concurrency: int, path: str | Non
             db.close()
 
 
-async def measure(n: int, conc: int, repeat: int, keep: str | None = None, no_gc: bool = False) -> dict[str, Any]:
-    flow = make_flow()
-    _ = flow.graph
+async def measure(
+    n: int, conc: int, repeat: int, keep: str | None = None, no_gc: bool = False, before: Any = None
+) -> dict[str, Any]:
+    flows = {"nb": make_flow()}
+    if before is not None:
+        flows["nb_before"] = make_flow(before)
+    for flow in flows.values():
+        _ = flow.graph
     rows = [{"x": i} for i in range(n)]
     t: dict[str, list[float]] = {"base": [], "base_store": [], "nb": [], "nb_store": []}
+    if before is not None:
+        t.update({"nb_before": [], "nb_before_store": []})
     wall: dict[str, list[float]] = {k: [] for k in t}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(repeat):
@@ -106,6 +119,7 @@ async def measure(n: int, conc: int, repeat: int, keep: str | None = None, no_gc
                 if label.startswith("base"):
                     await baseline(rows, conc, path)
                 else:
+                    flow = flows[label.removesuffix("_store")]
                     frame = await flow.abatch(rows, concurrency=conc, progress=False, store=path, keep=keep)
                     assert (frame["status"] == "succeeded").all()
                 t[label].append(time.process_time() - t0)
@@ -118,7 +132,15 @@ async def measure(n: int, conc: int, repeat: int, keep: str | None = None, no_gc
     nb_added = (m["nb_store"] - m["nb"]) / n * 1e6
     base_wall = (w["base_store"] - w["base"]) / n * 1e6
     nb_wall = (w["nb_store"] - w["nb"]) / n * 1e6
+    extra = {}
+    if before is not None:
+        extra = {
+            "before_added_us": (m["nb_before_store"] - m["nb_before"]) / n * 1e6,
+            "before_added_min_us": (lo["nb_before_store"] - lo["nb_before"]) / n * 1e6,
+            "before_added_wall_us": (w["nb_before_store"] - w["nb_before"]) / n * 1e6,
+        }
     return {
+        **extra,
         "rows": n,
         "concurrency": conc,
         "baseline_added_us": base_added,
@@ -151,9 +173,19 @@ def main() -> None:
         help="garbage collector off while timing (both sides): the work itself, without the collections "
         "it triggers, which make the figures swing with the heap's history",
     )
+    parser.add_argument("--before", help="a git revision of this repository to run side by side (batch_ab.py)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    r = asyncio.run(measure(args.rows, args.concurrency, args.repeat, args.keep, args.no_gc))
+    with tempfile.TemporaryDirectory() as tmp:
+        before = None
+        if args.before:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from batch_ab import checkout
+
+            checkout(args.before, pathlib.Path(tmp))
+            sys.path.insert(0, tmp)
+            import nbflow_before as before  # type: ignore[import-not-found]
+        r = asyncio.run(measure(args.rows, args.concurrency, args.repeat, args.keep, args.no_gc, before))
     print(
         f"store= cost per row: {args.rows} rows, concurrency {args.concurrency}, median of {args.repeat}, "
         f"keep={args.keep or 'default (all)'}" + (", GC off while timing" if args.no_gc else "")
@@ -167,6 +199,11 @@ def main() -> None:
         f"  nbflow store=:                        +{r['nbflow_added_us']:.1f} µs/row  "
         f"+{r['nbflow_added_wall_us']:.1f} µs/row  +{r['nbflow_added_min_us']:.1f} µs/row  (goal <= 10)"
     )
+    if args.before:
+        print(
+            f"  nbflow at {args.before}:{' ' * max(1, 27 - len(args.before))}+{r['before_added_us']:.1f} µs/row  "
+            f"+{r['before_added_wall_us']:.1f} µs/row  +{r['before_added_min_us']:.1f} µs/row"
+        )
     print(f"  nbflow / hand-written (CPU):          {r['ratio']:.2f}x")
     print("  load average: " + " ".join(f"{x:.2f}" for x in r["load"]))
     if args.json:

@@ -317,8 +317,8 @@ async def _drive(state: State) -> pd.DataFrame:
     try:
         todo = list(range(n))
         if store is not None:
-            assign_keys(cases)  # how stored rows are found again: by content
-            state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret)
+            known = assign_keys(cases)  # how stored rows are found again: by content
+            state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret, known)
             # One process at a time per stored batch (nbflow/_store/claims.py): a second resumer is refused.
             claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout, lock_wait=store.lock_wait)
             todo = _resume(state, store, progress)

@@ -18,6 +18,7 @@ __all__ = [
     "STATUS_COLUMNS",
     "Case",
     "Cases",
+    "KeyTexts",
     "assign_keys",
     "batch_key",
     "content_key",
@@ -256,18 +257,36 @@ def prepare_cases(
     return Cases(cases, all_columns, keys, input_columns, out_list, own_index, variants, repeats)
 
 
-def assign_keys(cases: Cases) -> None:
-    """Give every case its content key (only batches with a store need them: ~5 µs a row).
+def assign_keys(cases: Cases) -> KeyTexts:
+    """Give every case its content key (only batches with a store need them).
 
-    Secret-looking columns are left out, as in ``batch_key``; the n-th duplicate gets ``#n``.
+    Secret-looking columns are left out, as in ``batch_key``; the n-th duplicate gets ``#n``. Returns
+    each row's values as the keys hashed them, for ``batch_key`` to hash again instead of encoding
+    every row a second time.
     """
     skip = {c for c in cases.columns if is_secret_name(c)}
+    variants = cases.variants
     seen: dict[str, int] = {}
+    texts: list[str] = []
+    sha256 = hashlib.sha256
     for case in cases.cases:
-        key = content_key(case.row, cases.variants, skip)
+        row = case.row
+        text = _values_text(row, skip)
+        texts.append(text)
+        used = {k: variants[k][row[k]] for k in variants if k in row} if variants else None
+        key = sha256((f"[{text}, {_key_text(used)}]" if used else text).encode()).hexdigest()[:32]
         n = seen.get(key, 0)
         seen[key] = n + 1
         case.key = key if n == 0 else f"{key}#{n}"
+    return KeyTexts(frozenset(skip), texts)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTexts:
+    """Each case's values as ``assign_keys`` encoded them (``skip``: the columns left out)."""
+
+    skip: frozenset[str]
+    texts: list[str]
 
 
 def _check_labels(
@@ -324,13 +343,53 @@ def _check_grid_keys(
 _key_json = json.JSONEncoder(sort_keys=True, default=repr).encode
 
 
+def _make_key_text() -> Any:
+    """``_key_json`` (the same text) without the C encoder ``JSONEncoder.encode`` builds for every value.
+
+    Built without a cycle check (``markers``): a value holding itself recurses until RecursionError,
+    and is then encoded again by ``_key_json`` for its usual error."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the C accelerator
+        return _key_json
+    one = make(None, repr, encoder.encode_basestring_ascii, None, ": ", ", ", True, False, True)
+    join = "".join
+
+    def text(value: Any) -> str:
+        if type(value) is str:  # (JSONEncoder.encode's own shortcut for a top-level string)
+            return _key_json(value)
+        try:
+            return join(one(value, 0))
+        except RecursionError:
+            return _key_json(value)
+
+    return text
+
+
+_key_text = _make_key_text()
+_PLAIN_KEY = frozenset({int, float, bool, str, type(None)})  # cells a key encodes as they are (no Secret)
+
+
+def _values_text(row: Mapping[str, Any], skip: set[str] | frozenset[str]) -> str:
+    """The JSON a content key hashes for ``row``'s values: secret columns left out, ``nf.Secret`` as ``***``."""
+    if not skip and type(row) is dict:
+        for v in row.values():
+            if type(v) not in _PLAIN_KEY:
+                break
+        else:  # every cell a plain scalar (the common row): the row is its own value
+            return _key_text(row)
+    return _key_text({k: "***" if isinstance(v, Secret) else v for k, v in row.items() if k not in skip})
+
+
 def content_key(row: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]], skip: set[str] | None = None) -> str:
     """A digest of what the row runs with: its values (secret columns left out) and its variants' values."""
     if skip is None:
         skip = {c for c in row if is_secret_name(c)}
-    values = {k: "***" if isinstance(v, Secret) else v for k, v in row.items() if k not in skip}
+    text = _values_text(row, skip)
     used = {k: variants[k][row[k]] for k in variants if k in row}
-    text = _key_json([values, used] if used else values)
+    if used:  # (the text of the list [values, used])
+        text = f"[{text}, {_key_text(used)}]"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -354,16 +413,22 @@ def _plan(graph: Graph, given: frozenset[str], outputs: list[str], columns: list
         raise err from None
 
 
-def batch_key(flow: str, cases: Cases, secret: Iterable[str]) -> str:
-    """A stable id for "the same batch": flow name, outputs, input mapping and every row's values."""
+def batch_key(flow: str, cases: Cases, secret: Iterable[str], known: KeyTexts | None = None) -> str:
+    """A stable id for "the same batch": flow name, outputs, input mapping and every row's values.
+
+    ``known``: what ``assign_keys`` returned for these cases; its texts are hashed when they left out
+    the same columns (not encoded a second time)."""
     skip = set(secret)
     h = hashlib.sha256()
     head = {"flow": flow, "outputs": cases.outputs, "inputs": cases.input_columns, "grid": cases.grid_keys}
     h.update(json.dumps(head, sort_keys=True).encode())
-    for case in cases.cases:
-        values = {k: "***" if isinstance(v, Secret) else v for k, v in case.row.items() if k not in skip}
-        h.update(_key_json(values).encode())
-        h.update(b"\n")
+    if known is not None and known.skip == skip and len(known.texts) == len(cases.cases):
+        if known.texts:
+            h.update(("\n".join(known.texts) + "\n").encode())
+    else:
+        for case in cases.cases:
+            h.update(_values_text(case.row, skip).encode())
+            h.update(b"\n")
     if cases.variants:  # the values named variants stand for (editing a prompt makes a new batch)
         h.update(json.dumps(cases.variants, sort_keys=True, default=repr).encode())
     return f"{flow}-{h.hexdigest()[:16]}"

@@ -87,8 +87,15 @@ def summarize(
         }
         good = g.loc[status == "succeeded"]
         for s in scores:
-            raw = [v for v in good[s] if isinstance(v, numbers.Real) and not (isinstance(v, float) and math.isnan(v))]
-            values = [float(v) for v in raw]
+            column = good[s]
+            if column.dtype.kind in "iuf":  # a column of numbers (no bools, no objects): no check per value
+                array = column.to_numpy(dtype="float64", na_value=math.nan)
+                raw = values = array[~np.isnan(array)].tolist()
+            else:
+                raw = [
+                    v for v in column if isinstance(v, numbers.Real) and not (isinstance(v, float) and math.isnan(v))
+                ]
+                values = [float(v) for v in raw]
             out[f"{s}_mean"] = sum(values) / len(values) if values else math.nan
             if ci is not None:
                 rate = bool(raw) and all(isinstance(v, bool | np_bool) for v in raw)
@@ -144,12 +151,15 @@ def _bootstrap(values: list[float], level: float, resamples: int = 2000) -> tupl
         return math.nan, math.nan
     if n == 1:
         return values[0], values[0]
-    if n > _BOOTSTRAP_MAX_N:
-        from statistics import NormalDist, fmean, stdev
-
-        mean, half = fmean(values), NormalDist().inv_cdf(0.5 + level / 2) * stdev(values) / math.sqrt(n)
-        return mean - half, mean + half
     import numpy as np
+
+    if n > _BOOTSTRAP_MAX_N:
+        from statistics import NormalDist, fmean
+
+        # (numpy's deviation: statistics.stdev computes it exactly with fractions, ~0.6 µs a value)
+        sd = float(np.std(np.asarray(values, dtype="float64"), ddof=1))
+        mean, half = fmean(values), NormalDist().inv_cdf(0.5 + level / 2) * sd / math.sqrt(n)
+        return mean - half, mean + half
 
     rng = np.random.default_rng(0)
     data = np.asarray(values, dtype="float64")

@@ -172,6 +172,16 @@ def secret_texts(values: Mapping[Any, Any], by_name: bool = True) -> tuple[str, 
     ``by_name=False``: only values marked secret (``nf.Secret``, pydantic ``SecretStr``), for a batch
     that opted in to storing secret-looking columns (``store_secrets=True``).
     """
+    if type(values) is dict:  # the common case, every value a plain scalar: nothing to look into
+        for k, v in values.items():
+            t = type(v)
+            if t is str:
+                if by_name and is_secret_name(k):
+                    break
+            elif t is not int and t is not float and t is not bool and v is not None:
+                break
+        else:
+            return ()
     found = {s for s in _secret_values(values, by_name=by_name) if len(s) >= 4}
     return tuple(sorted(found, key=len, reverse=True))
 

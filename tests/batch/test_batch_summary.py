@@ -107,3 +107,36 @@ def test_intervals_wilson_for_rates_bootstrap_for_means():
     assert b.loc["all", "x_ci_low"] == pytest.approx(1 - 1.96 * 1.0005 / math.sqrt(2000), abs=1e-3)
     with pytest.raises(nf.BatchError, match="confidence level"):
         nf.summarize(frame, ci=95)
+
+
+@pytest.mark.parametrize("n", [40, 3000])
+@pytest.mark.parametrize("kind", ["int64", "float64 with NaN", "Int64 with NA", "object numbers"])
+def test_a_numeric_score_column_gives_the_figures_of_the_value_by_value_formula(n, kind):
+    # Issue 14: a column of numbers is read as an array (no check per value), and the normal interval's
+    # deviation comes from numpy; the figures are those of the per-value formula.
+    import numbers
+    import random
+    import statistics
+
+    rng = random.Random(n)
+    values: list = [rng.randint(-50, 50) for _ in range(n)]
+    if kind == "float64 with NaN":
+        values = [v / 7 if i % 9 else float("nan") for i, v in enumerate(values)]
+    column = pd.Series(values, dtype={"int64": "int64", "Int64 with NA": "Int64"}.get(kind))
+    if kind == "Int64 with NA":
+        column[::11] = pd.NA
+    if kind == "object numbers":
+        column = pd.Series([v if i % 5 else "n/a" for i, v in enumerate(values)], dtype=object)
+    frame = pd.DataFrame({"score": column, "status": "succeeded", "latency": 0.1})
+    frame.attrs["outputs"] = ["score"]
+    got = nf.summarize(frame, by=[], scores=["score"], digits=None).loc["all"]
+    kept = [float(v) for v in column if isinstance(v, numbers.Real) and not (isinstance(v, float) and math.isnan(v))]
+    assert len(kept) > n // 2
+    assert got["score_mean"] == sum(kept) / len(kept)
+    if len(kept) > 500:
+        half = statistics.NormalDist().inv_cdf(0.975) * statistics.stdev(kept) / math.sqrt(len(kept))
+        mean = statistics.fmean(kept)
+        assert got["score_ci_low"] == pytest.approx(mean - half, rel=1e-12)
+        assert got["score_ci_high"] == pytest.approx(mean + half, rel=1e-12)
+    else:
+        assert got["score_ci_low"] < got["score_mean"] < got["score_ci_high"]

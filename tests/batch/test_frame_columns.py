@@ -40,9 +40,13 @@ def _echo_flow() -> nf.Flow:
     return flow
 
 
+def _missing(value: object) -> bool:
+    return value is pd.NaT or (isinstance(value, float) and math.isnan(value))
+
+
 def _same(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
+    if _missing(a) and _missing(b):  # NaN and NaT are never equal to themselves
+        return type(a) is type(b)
     return type(a) is type(b) and bool(a == b) if not isinstance(a, np.ndarray) else bool((a == b).all())
 
 

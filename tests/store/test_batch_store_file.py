@@ -29,7 +29,7 @@ def test_a_new_store_has_a_versioned_schema_in_wal_mode(tmp_path):
     db = tmp_path / "s.db"
     nf.BatchStore(db).close()
     with closing(sqlite3.connect(db)) as con:
-        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("2",)]
+        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("3",)]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert {"nbflow_meta", "batches", "batch_rows"} <= tables
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -110,7 +110,7 @@ def test_batches_and_run_checkpoints_share_one_file(tmp_path):
     assert nf.load_run(db, run.run_id)["double"] == 4
     with closing(sqlite3.connect(db)) as con:
         keys = dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall())
-    assert keys == {"checkpoint_schema": "2", "batch_schema": "2"}
+    assert keys == {"checkpoint_schema": "2", "batch_schema": "3"}
 
 
 def test_batches_listing_load_and_delete(tmp_path):
@@ -133,6 +133,91 @@ def test_a_later_try_of_a_row_replaces_the_earlier_one(tmp_path):
         store.write_row("b", 0, None, "succeeded", {"x": 2})
         rows = store.rows("b")
         assert len(rows) == 1 and rows[0].status == "succeeded" and rows[0].data == {"x": 2}
+
+
+def _rows_per_key(path) -> list[tuple[str, str, int]]:
+    with closing(sqlite3.connect(path)) as con:
+        return con.execute(
+            "SELECT batch_id, case_key, COUNT(*) FROM batch_rows GROUP BY batch_id, case_key ORDER BY batch_id"
+        ).fetchall()
+
+
+def test_one_row_per_key_whoever_wrote_the_earlier_try(tmp_path):
+    # Schema 3 keeps "one row per (batch, key)" in the writer, not in a primary key: it must hold when
+    # another connection wrote the earlier try, when one group holds the row twice, and across batches.
+    path = tmp_path / "s.db"
+    with nf.BatchStore(path) as a, nf.BatchStore(path) as b:
+        a.begin_batch("b", "flow", 2, ["x"])
+        b.begin_batch("c", "flow", 1, ["x"])
+        a.write_row("b", 0, None, "failed", {"x": 1}, key="k0")
+        b.write_row("b", 0, None, "failed", {"x": 2}, key="k0")  # b never saw k0: the file tells it
+        a.write_row("b", 0, None, "succeeded", {"x": 3}, key="k0")  # a's knowledge is stale: read again
+        a.write_row("c", 0, None, "succeeded", {"x": 9}, key="k0")  # the same key in another batch is another row
+        rows = [a.prepare_row("b", 1, None, s, {"x": n}, key="k1") for n, s in ((4, "failed"), (5, "succeeded"))]
+        a.write_rows(rows)
+        assert {r.key: (r.status, r.data) for r in b.stored_rows("b")} == {
+            "k0": ("succeeded", {"x": 3}),
+            "k1": ("succeeded", {"x": 5}),
+        }
+        assert [r.data for r in b.stored_rows("c")] == [{"x": 9}]
+        assert _rows_per_key(path) == [("b", "k0", 1), ("b", "k1", 1), ("c", "k0", 1)]
+        b.delete_batch("b")
+        a.write_row("b", 0, None, "succeeded", {"x": 7}, key="k0")
+        assert [r.data for r in a.stored_rows("b")] == [{"x": 7}]
+    assert _rows_per_key(path) == [("b", "k0", 1), ("c", "k0", 1)]
+
+
+def test_after_another_connections_write_only_the_rows_it_added_are_read(tmp_path, monkeypatch):
+    # A batch's claim rewrites its heartbeat every 10 s from its own connection: reading every stored key
+    # of a large batch again each time would cost more than the rows; only what was added is read.
+    from nbflow._store.batch_store import BatchStore
+
+    full_reads: list[str] = []
+    real = BatchStore._read_keys
+
+    def counting(cur, batch_id):
+        full_reads.append(batch_id)
+        return real(cur, batch_id)
+
+    monkeypatch.setattr(BatchStore, "_read_keys", staticmethod(counting))
+    path = tmp_path / "s.db"
+    with nf.BatchStore(path) as a, nf.BatchStore(path) as b:
+        a.begin_batch("b", "flow", 3, ["x"])
+        a.write_rows([a.prepare_row("b", i, None, "succeeded", {"x": i}, key=f"k{i}") for i in range(50)])
+        assert full_reads == ["b"]
+        with closing(sqlite3.connect(path)) as other:  # an unrelated change (as a heartbeat is)
+            other.execute("UPDATE batches SET n_rows = 51")
+            other.commit()
+        a.write_row("b", 50, None, "succeeded", {"x": 50}, key="k50")
+        b.write_row("b", 7, None, "failed", {"x": -7}, key="k7")  # b reads the batch once (its first write)
+        b.write_row("b", 51, None, "succeeded", {"x": 51}, key="k51")
+        assert full_reads == ["b", "b"]
+        a.write_row("b", 51, None, "succeeded", {"x": 510}, key="k51")  # a learns k51 from the rows b added
+        a.write_row("b", 7, None, "succeeded", {"x": 70}, key="k7")  # b replaced k7: found among them
+        assert full_reads == ["b", "b"]
+        rows = {r.key: r.data["x"] for r in a.stored_rows("b")}
+        assert len(rows) == 52 and rows["k51"] == 510 and rows["k7"] == 70
+        assert {n for _, _, n in _rows_per_key(path)} == {1}
+        b.delete_batch("b")  # a's newest known row is gone: a reads the batch again
+        a.write_row("b", 0, None, "succeeded", {"x": 0}, key="k0")
+        assert full_reads == ["b", "b", "b"]
+    assert _rows_per_key(path) == [("b", "k0", 1)]
+    with closing(sqlite3.connect(path)) as con:
+        assert con.execute("SELECT COUNT(*) FROM batch_rows").fetchone()[0] == 1
+
+
+def test_one_row_per_key_in_a_group_of_many_batches(tmp_path):
+    # A store object remembers the stored keys of a few batches only; a group spanning more still replaces.
+    path = tmp_path / "s.db"
+    with nf.BatchStore(path) as store:
+        for round_ in range(3):
+            store.write_rows(
+                [store.prepare_row(f"b{n}", 0, None, "failed", {"try": round_}, key="k") for n in range(7)]
+            )
+            store.write_row("b0", 0, None, "succeeded", {"try": round_}, key="k")
+        assert [r.data for r in store.stored_rows("b0")] == [{"try": 2}]
+        assert [r.data for r in store.stored_rows("b6")] == [{"try": 2}]
+    assert _rows_per_key(path) == [(f"b{n}", "k", 1) for n in range(7)]
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pickle
 import shutil
 import sqlite3
 import sys
+import warnings
 from contextlib import closing
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_a_schema_1_store_is_migrated_and_reads_back_identically(schema1: tuple[
         frame = store.load(expected["batch_id"])
     assert _plain(frame.astype(str).to_dict(orient="split")) == _plain(expected["frame"])
     layout = _layout(db)
-    assert layout["meta"] == {"batch_schema": "2", "checkpoint_schema": "2"}
+    assert layout["meta"] == {"batch_schema": "3", "checkpoint_schema": "2"}
     assert set(layout["records"].values()) == {0}  # its runs keep the row-per-node layout
     assert sum(layout["node_rows"].values()) == 15
 
@@ -94,6 +95,34 @@ def test_a_migrated_store_resumes_its_batch_and_its_paused_and_failed_runs(schem
     run = flow.resume(stored, "yes")
     assert run.status is nf.RunStatus.SUCCEEDED and run["review"] == "yes"
     assert nf.load_run(db, paused)["review"] == "yes"
+
+
+def test_a_schema_2_batch_table_is_migrated_in_place_and_keeps_one_row_per_key(schema1: tuple[Path, dict]) -> None:
+    """Batch schema 3 (issue 14): rows appended by rowid, one index on the batch instead of the (batch_id,
+    case_key) primary key; the store keeps one row per key itself, also for rows it migrated."""
+    db, expected = schema1
+    with closing(sqlite3.connect(db)) as con:
+        before = sorted(con.execute("SELECT batch_id, case_key, row_index, run_id, status, data FROM batch_rows"))
+    with nf.BatchStore(db):
+        pass
+    with closing(sqlite3.connect(db)) as con:
+        after = sorted(con.execute("SELECT batch_id, case_key, row_index, run_id, status, data FROM batch_rows"))
+        table = con.execute("SELECT sql FROM sqlite_master WHERE name = 'batch_rows'").fetchone()[0]
+        indexes = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'batch_rows'")}
+        version = con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()[0]
+    assert after == before and len(after) == 5
+    assert "PRIMARY KEY" not in table and "batch_rows_batch" in indexes and version == "3"
+    assert not any(n.startswith("sqlite_autoindex") for n in indexes)
+    flow = schema2_flow.make_flow()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nf.NbflowWarning)  # (on another Python: rows changed since stored)
+        frame = flow.batch(schema2_flow.ROWS, store=db, resume=True, retry_failed=True, keep="all", progress=False)
+    with closing(sqlite3.connect(db)) as con:
+        counts = con.execute("SELECT case_key, COUNT(*) FROM batch_rows GROUP BY batch_id, case_key").fetchall()
+        stored = dict(con.execute("SELECT row_index, run_id FROM batch_rows"))
+    assert len(counts) == 5 and {n for _, n in counts} == {1}  # the re-run rows replaced their stored ones
+    assert stored == {int(i): frame.loc[i, "run_id"] for i in frame.index}
+    assert frame.attrs["batch_id"] == expected["batch_id"]
 
 
 def _asking_flow(fail: dict[str, bool] | None = None) -> nf.Flow:
@@ -124,7 +153,7 @@ def test_kept_runs_are_one_record_each_and_load_back_equal(tmp_path: Path) -> No
     frame = _asking_flow().batch([{"x": i} for i in range(4)], store=db, keep="all", progress=False)
     assert list(frame["status"]) == ["succeeded", "succeeded", "paused", "succeeded"]
     layout = _layout(db)
-    assert layout["meta"] == {"batch_schema": "2", "checkpoint_schema": "2"}
+    assert layout["meta"] == {"batch_schema": "3", "checkpoint_schema": "2"}
     assert set(layout["records"].values()) == {1} and layout["node_rows"] == {}
     for i in range(4):
         run = frame.nbflow.run(i)
@@ -269,3 +298,36 @@ def test_a_read_only_copy_of_a_schema_1_store_reads_back_identically(tmp_path: P
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stdout.strip().splitlines()[-1] == "true"
     assert (folder / "schema2_store.db").read_bytes() == before
+
+
+READ_ONLY_BATCH_SCRIPT = """
+import json, sys
+import nbflow as nf
+
+db, batch_id = sys.argv[1], sys.argv[2]
+with nf.BatchStore(db) as store:
+    frame = store.load(batch_id)
+    keys = sorted(r.key for r in store.stored_rows(batch_id))
+print(json.dumps({"frame": frame.astype(str).to_dict(orient="split"), "keys": keys}))
+"""
+
+
+def test_a_read_only_copy_of_a_schema_2_batch_store_loads_unmigrated(schema1: tuple[Path, dict]) -> None:
+    # Batch schema 3 changed only the table's key: a read-only schema 2 copy (nothing can be migrated) reads as is.
+    import os
+
+    db, expected = schema1
+    with closing(sqlite3.connect(db)) as con:
+        keys = sorted(k for (k,) in con.execute("SELECT case_key FROM batch_rows"))
+    folder = db.parent / "copy"
+    folder.mkdir()
+    shutil.copy(db, folder / db.name)
+    before = (folder / db.name).read_bytes()
+    command = [sys.executable, "-c", READ_ONLY_BATCH_SCRIPT, str(folder / db.name), expected["batch_id"]]
+    env = {**os.environ, "NBFLOW_STORE_KEY": schema2_flow.KEY, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = run_read_only(folder, command, env)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert _plain(out["frame"]) == _plain(json.loads(json.dumps(expected["frame"])))
+    assert out["keys"] == keys and len(keys) == 5
+    assert (folder / db.name).read_bytes() == before
