@@ -672,6 +672,19 @@ class Run:
                 most = n
         return values, failed, most
 
+    def _plain_nodes(self) -> Iterator[tuple[str, NodeStatus, Any, float | None, float | None, bool, Any] | NodeRecord]:
+        """Each node, for a store writing the whole run: ``(name, status, output, started_at, finished_at,
+        ran, inputs)`` straight from the columns when its record is plain (no rare field set, and at most the
+        lean path's one attempt, ``LEAN``: ``ran``; see ``NodeRecord.attempts``), else its ``NodeRecord``."""
+        c = self._c
+        cold, tried = c.cold, c.attempts
+        for i, name in enumerate(c.names):
+            found = tried[i]
+            if cold[i] is None and (found is LEAN or found is None):
+                yield name, c.status[i], c.output[i], c.started[i], c.finished[i], found is LEAN, c.inputs[i] or {}
+            else:
+                yield c.rec(i)
+
     def counts(self) -> dict[str, int]:
         """How many nodes are in each state."""
         by_status = Counter(self._c.status)  # `.value` once per state, not per node

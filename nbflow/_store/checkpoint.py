@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -259,22 +259,28 @@ def _record_blob(run: Run, red: Redactor) -> bytes | None:
     ``pickling.core_bytes``: loading it runs no code), or None when the record holds anything else (a
     secret's marker, an error object...: then the header's inputs column and a row per node)."""
     nodes = []
-    for rec in run.nodes.values():
+    for rec in run._plain_nodes():
+        if type(rec) is tuple:  # a plain record, from the run's columns (every rare field at its default)
+            name, status, output, started, finished, ran, given = rec
+            lean = [[1, started, finished, None, None]] if ran else []  # the lean path's one attempt, if it ran
+            nodes.append(
+                _entry(name, status, output, started, finished, _details(lean, False, False, None, False, given))
+            )
+            continue
         if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
             return None  # map items, loop iterations and sub-flow runs are objects: a row per node
-        status = rec.status
         nodes.append(
-            (
+            _entry(
                 rec.name,
-                _STATUS_TEXT[status],
-                rec.output if status is NodeStatus.SUCCEEDED else None,
+                rec.status,
+                rec.output,
+                rec.started_at,
+                rec.finished_at,
+                _detail_values(rec),
                 rec.error_type,
                 red(rec.error_message) if rec.error_message is not None else None,
                 red(rec.traceback) if rec.traceback is not None else None,
                 rec.skip_reason,
-                rec.started_at,
-                rec.finished_at,
-                _detail_values(rec),
             )
         )
     return core_bytes({"inputs": _inputs(run), "nodes": nodes}, red)
@@ -651,13 +657,51 @@ def _detail(rec: NodeRecord) -> dict[str, Any]:
 
 def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
     """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
-    return (
+    return _details(
         [[a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts],  # JSON when no error
         rec.recovered,
         rec.cached,
         rec.cache_key,
         rec.overridden,
-        {k: redact(k, v) for k, v in rec.inputs.items()},
+        rec.inputs,
+    )
+
+
+def _details(
+    attempts: list[list[Any]],
+    recovered: bool,
+    cached: bool,
+    cache_key: Any,
+    overridden: bool,
+    inputs: Mapping[str, Any],
+) -> tuple[Any, ...]:
+    return (attempts, recovered, cached, cache_key, overridden, {k: redact(k, v) for k, v in inputs.items()})
+
+
+def _entry(
+    name: str,
+    status: NodeStatus,
+    output: Any,
+    started: float | None,
+    finished: float | None,
+    detail: tuple[Any, ...],
+    error_type: str | None = None,
+    message: str | None = None,
+    traceback: str | None = None,
+    skip_reason: str | None = None,
+) -> tuple[Any, ...]:
+    """One node in a run's record: the columns of checkpoint_nodes without state, in their order."""
+    return (
+        name,
+        _STATUS_TEXT[status],
+        output if status is NodeStatus.SUCCEEDED else None,
+        error_type,
+        message,
+        traceback,
+        skip_reason,
+        started,
+        finished,
+        detail,
     )
 
 
