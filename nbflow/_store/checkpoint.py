@@ -260,7 +260,7 @@ def _record_blob(run: Run, red: Redactor) -> bytes | None:
     secret's marker, an error object...: then the header's inputs column and a row per node)."""
     nodes = []
     for rec in run._plain_nodes():
-        if type(rec) is tuple:  # a plain record, from the run's columns (every rare field at its default)
+        if isinstance(rec, tuple):  # a plain record, from the run's columns (every rare field at its default)
             name, status, output, started, finished, ran, given = rec
             lean = [[1, started, finished, None, None]] if ran else []  # the lean path's one attempt, if it ran
             nodes.append(
