@@ -93,6 +93,7 @@ class _Program:
 
     __slots__ = (
         "by_position",
+        "chain",
         "deps",
         "down",
         "gnodes",
@@ -155,6 +156,17 @@ class _Program:
         # The return check, and the builtin type whose exact values it returns as they are (no call).
         self.returns = [g.check_return for g in self.gnodes]
         self.returns_as_is = [getattr(g.check_return, "exact", None) for g in self.gnodes]
+        # A chain: node i is fed by node i - 1 alone (and flow inputs), every node plain and on the lean
+        # path. A fresh run of it needs none of the scheduler's bookkeeping (``execute``, ``plain_loop``).
+        n = len(names)
+        self.chain = (
+            n > 0
+            and all(self.lean)
+            and all(self.simple)
+            and None not in deps
+            and self.waiting == [0] + [1] * (n - 1)
+            and self.down == [(i + 1,) for i in range(n - 1)] + [()]
+        )
 
 
 def _positional(func: Any, params: tuple[str, ...]) -> bool:
@@ -182,6 +194,7 @@ class _Scheduler:
         "bad",
         "cache",
         "cap",
+        "chain",
         "cols",
         "crash",
         "deadline_hit",
@@ -245,9 +258,29 @@ class _Scheduler:
             ]
         )
         self.special = policies.active  # False: the plain rules, none of the policy lookups below
+        self.chain = False  # (``for_chain``)
         self.cache = policies.cache.session(run, inputs) if policies.cache is not None else None
         self.why = "run cancelled"
         self.deadline_hit = False
+
+    @classmethod
+    def for_chain(cls, prog: _Program, run: Run, inputs: Mapping[str, Any]) -> _Scheduler:
+        """The scheduler of a fresh run of a chain (``_Program.chain``) without policies, overrides or a
+        deadline: only what ``plain_loop`` reads (its one worker is the run's own task: ``execute``)."""
+        self = cls.__new__(cls)
+        self.prog = prog
+        self.run = run
+        self.cols = run._align(prog.names)
+        self.records = run.nodes
+        self.inputs = inputs
+        self.lean = prog.lean
+        self.waiting = prog.waiting.copy()  # (read only if a node does not succeed: ``resolved``)
+        self.bad = [False] * len(prog.names)
+        self.ready = deque()  # (stays empty: the next node is the chain's next, see ``plain_loop``)
+        self.chain = True
+        self.special = False
+        self.why = "run cancelled"
+        return self
 
     # --- bookkeeping -------------------------------------------------------------------------
     def start(self, inline: bool = False) -> int:
@@ -471,6 +504,7 @@ class _Scheduler:
         budget = _INLINE_BUDGET
         breath = _perf()
         epoch = _time() - breath  # epoch seconds = perf_counter() + epoch: one clock read per node start
+        last = len(gnodes) - 1 if self.chain else -1  # a chain run's last node (-1: not a chain run)
         while True:
             g = gnodes[i]
             where.i = i
@@ -558,7 +592,15 @@ class _Scheduler:
                 self.cancel_node(i, f"{self.why} while the node was running")
                 raise
             st = status[i]
-            if st is not _SUCCEEDED:
+            if last >= 0:  # a chain run: the next node is i + 1, ready once node i succeeded
+                if st is not _SUCCEEDED:
+                    if st is not _PAUSED:  # a paused node blocks its dependents
+                        self.resolved(i)
+                    return
+                if i == last or run._pause_requested:
+                    return
+                i += 1
+            elif st is not _SUCCEEDED:
                 if st is not _PAUSED:  # a paused node blocks its dependents
                     self.resolved(i)
             else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
@@ -575,9 +617,10 @@ class _Scheduler:
                     else:
                         self.skip(d, reason)
                         self.resolved(d)
-            if not ready or run._pause_requested:
-                return
-            i = ready.popleft()
+            if last < 0:
+                if not ready or run._pause_requested:
+                    return
+                i = ready.popleft()
             budget -= 1
             if not budget:
                 budget = _INLINE_BUDGET
@@ -679,7 +722,7 @@ class _Scheduler:
 
     async def cancel_all(self) -> None:
         """Cancel every worker and wait for them (shielded: the run's own scope may be cancelled)."""
-        tasks = list(self.tasks)
+        tasks = [] if self.chain else list(self.tasks)  # (a chain run's one worker is the run's own task)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -688,8 +731,9 @@ class _Scheduler:
         # A task cancelled before its first step never ran its ``finally``: forget it here.
         for task in tasks:
             ACTIVE.pop(task, None)
-        self.tasks.clear()
-        for i in range(len(self.names)):
+        if tasks:
+            self.tasks.clear()
+        for i in range(len(self.prog.names)):
             self.cancel_node(i, f"{self.why} before the node started")
 
     def on_deadline(self, timeout: float) -> None:
@@ -723,11 +767,19 @@ async def execute(
     propagates. A run still going after ``timeout`` seconds is cancelled the same way but returned,
     not raised: its status is CANCELLED and ``run.reason`` names the deadline.
     """
-    sched = _Scheduler(graph, plan, run, inputs, overrides, concurrency, policies)
-    if run.status is _RUN_PENDING:  # a fresh run (PENDING -> RUNNING is always allowed)
-        run.status = _RUN_RUNNING
-    elif run.status is not _RUN_RUNNING:  # a resume claims RUNNING before it gets here
-        run._to(_RUN_RUNNING)
+    prog = _program(graph, plan)
+    # A fresh run of a chain with none of what the scheduler's bookkeeping is for (policies, overrides,
+    # a deadline): its own task runs the nodes one after the other (most batch rows).
+    chain = prog.chain and run.status is _RUN_PENDING and timeout is None and not overrides and not policies.active
+    if chain:
+        sched = _Scheduler.for_chain(prog, run, inputs)
+        run.status = _RUN_RUNNING  # (PENDING -> RUNNING is always allowed)
+    else:
+        sched = _Scheduler(graph, plan, run, inputs, overrides, concurrency, policies)
+        if run.status is _RUN_PENDING:  # a fresh run (PENDING -> RUNNING is always allowed)
+            run.status = _RUN_RUNNING
+        elif run.status is not _RUN_RUNNING:  # a resume claims RUNNING before it gets here
+            run._to(_RUN_RUNNING)
     run.started_at = run.started_at or time.time()
     t0 = time.perf_counter() - (time.time() - run.started_at)
     if run._subscribers or run._watchers:
@@ -737,7 +789,7 @@ async def execute(
         # The run's own task works as the first worker: no task to spawn and no wake-up hop for a
         # chain, which is most of the per-run cost when many runs share the loop (batch). Not with
         # a deadline: that wakes this task through ``finished`` to cancel the workers.
-        first = sched.start(inline=deadline is None)
+        first = 0 if chain else sched.start(inline=deadline is None)
         if first >= 0:
             # This task works as the run's first worker. It may itself be a worker of an outer run (a
             # sub-flow node): its entry and what nf.usage() reads are put back after.
@@ -756,23 +808,25 @@ async def execute(
                 await sched.node_loop(first, where)
             finally:
                 where.i = -1
-                sched.in_flight -= 1
                 if outer is not None:
                     ACTIVE[task] = outer
                 else:
                     ACTIVE.pop(task, None)
                 CURRENT_NODE.set(outer_node)  # (also None: a finished run is not kept alive by its task's context)
                 CURRENT_RUN.set(outer_run)
-                sched.check_finished()
-        if not sched.finished.is_set():
-            await sched.finished.wait()
-        if sched.crash is not None:
-            raise sched.crash
-        if sched.deadline_hit and _unfinished(run):
-            await sched.cancel_all()
-            run.reason = sched.why
-            _finish(run, RunStatus.CANCELLED, t0)
-            return run
+                if not chain:
+                    sched.in_flight -= 1
+                    sched.check_finished()
+        if not chain:
+            if not sched.finished.is_set():
+                await sched.finished.wait()
+            if sched.crash is not None:
+                raise sched.crash
+            if sched.deadline_hit and _unfinished(run):
+                await sched.cancel_all()
+                run.reason = sched.why
+                _finish(run, RunStatus.CANCELLED, t0)
+                return run
     except BaseException:
         await sched.cancel_all()
         _finish(run, RunStatus.CANCELLED, t0)
