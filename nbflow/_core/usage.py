@@ -19,14 +19,14 @@ from typing import Any
 from nbflow._core.errors import NbflowError, RunnerError
 from nbflow._core.events import NodeUsage
 
-__all__ = ["CURRENT_NODE", "CURRENT_RUN", "ROW", "USAGE_COLUMNS", "Usage", "UsageError", "row_usage", "usage"]
+__all__ = ["CURRENT_NODE", "ROW", "USAGE_COLUMNS", "Usage", "UsageError", "row_usage", "usage"]
 
 # Columns a batch adds when its nodes reported usage. ``cost`` is NaN when a call reported no cost.
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost")
 
 CURRENT_NODE: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_node", default=None)
-"""Where a node runs: an object whose ``node`` is its NodeRecord (the engine's worker, set once per task)."""
-CURRENT_RUN: contextvars.ContextVar[Any] = contextvars.ContextVar("nbflow_run", default=None)  # the node's run
+"""Where a node runs: an object whose ``node`` is its NodeRecord and ``run`` its run (the engine's worker,
+set once per task)."""
 ROW: contextvars.ContextVar[list[tuple[Any, Any]] | None] = contextvars.ContextVar("nbflow_row_usage", default=None)
 
 
@@ -126,7 +126,7 @@ def usage(
         if row is not None:
             row.append((rec, attempt))
     attempt.usage.add(n_in, n_out, float(cost) if cost is not None else None, model)
-    run = CURRENT_RUN.get()
+    run = where.run
     root = run._root if run is not None else None
     if root is not None and root._subscribers:  # tracing (nbflow.otel) puts GenAI usage on the node's span
         root._emit(

@@ -86,10 +86,11 @@ class PinnedNode:
     """``CURRENT_NODE`` for one node for good (the policy path: a call abandoned at its timeout
     may still report usage from its thread after the worker has moved on)."""
 
-    __slots__ = ("node",)
+    __slots__ = ("node", "run")
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, run: Run) -> None:
         self.node = node
+        self.run = run
 
 
 # The task running a node -> where it is; read only by nf.ask(), so the hot path pays one dict

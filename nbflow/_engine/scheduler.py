@@ -27,7 +27,7 @@ import anyio
 from nbflow._core.config import config as _config
 from nbflow._core.events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFinished, RunPaused, RunStarted
 from nbflow._core.states import NODE_FINAL, NodeStatus, RunStatus
-from nbflow._core.usage import CURRENT_NODE, CURRENT_RUN
+from nbflow._core.usage import CURRENT_NODE
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
 from nbflow._engine.ask import ACTIVE, PinnedNode, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
@@ -445,8 +445,7 @@ class _Scheduler:
     # --- running ---------------------------------------------------------------------------------
     async def worker(self, i: int, where: WorkerContext) -> None:
         """Run node ``i``, then keep taking ready nodes; extra ready nodes get workers of their own."""
-        CURRENT_RUN.set(self.run)  # nf.usage(): the run this task's nodes belong to (for its events)
-        CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node
+        CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node, of where.run
         try:
             await self.node_loop(i, where)
         except asyncio.CancelledError:
@@ -673,7 +672,7 @@ class _Scheduler:
 
     async def execute_with_policy(self, g: GNode, rec: NodeRecord) -> None:
         """Gather inputs as the error strategies say (errors as data, defaults), then run the node."""
-        CURRENT_NODE.set(PinnedNode(rec))  # a call abandoned at its timeout keeps its own node (nf.usage)
+        CURRENT_NODE.set(PinnedNode(rec, self.run))  # a call abandoned at its timeout keeps its own node (nf.usage)
         name = g.spec.name
         records = self.records
         handles = self.policies.handles.get(name)
@@ -800,10 +799,8 @@ async def execute(
             where.task = task
             outer = ACTIVE.get(task)
             outer_node = CURRENT_NODE.get()
-            outer_run = CURRENT_RUN.get()
             ACTIVE[task] = where
-            CURRENT_RUN.set(run)  # nf.usage(): the run this task's nodes belong to (for its events)
-            CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node
+            CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node, of where.run
             try:
                 await sched.node_loop(first, where)
             finally:
@@ -813,7 +810,6 @@ async def execute(
                 else:
                     ACTIVE.pop(task, None)
                 CURRENT_NODE.set(outer_node)  # (also None: a finished run is not kept alive by its task's context)
-                CURRENT_RUN.set(outer_run)
                 if not chain:
                     sched.in_flight -= 1
                     sched.check_finished()
