@@ -17,6 +17,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import nbflow as nf
 from tests.helpers.read_only import run_read_only
@@ -302,3 +304,63 @@ def test_an_older_nbflow_refuses_a_schema_3_store_with_a_clear_error(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert "written by a newer nbflow (checkpoint schema 3); upgrade nbflow to read it" in done.stdout
     assert _meta(db)["checkpoint_schema"] == "3"
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+    | st.binary(max_size=8)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4) | st.integers(), inner, max_size=3)
+        | st.frozensets(st.integers() | st.text(max_size=4), max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(_VALUES, min_size=1, max_size=3))
+def test_any_built_in_output_round_trips_through_a_compact_record(tmp_path: Path, values: list[object]) -> None:
+    """Whatever built-in data a node returns (NaN, big ints, bytes, tuples, int keys, frozensets...), a run
+    kept as a compact record loads back with the same values of the same types."""
+    db = tmp_path / f"runs-{len(list(tmp_path.iterdir()))}.db"
+    flow = nf.Flow("values")
+
+    @flow.node
+    def make(i: int) -> object:
+        return values[i]
+
+    @flow.node
+    def wrap(make: object) -> object:
+        return [make, (make,)]
+
+    frame = flow.batch([{"i": i} for i in range(len(values))], store=db, keep="all", progress=False)
+    assert set(frame["status"]) == {"succeeded"}
+    for i in range(len(values)):
+        run = frame.nbflow.run(i)
+        assert type(_record(db, run.run_id)) is tuple
+        back = nf.load_run(db, run.run_id)
+        for node in ("make", "wrap"):
+            assert schema2_flow.shown(back[node]) == schema2_flow.shown(run[node])
+            assert _types(back[node]) == _types(run[node])
+        assert back.record("wrap").inputs.keys() == {"make"}
+        assert schema2_flow.shown(back.record("wrap").inputs["make"]) == schema2_flow.shown(values[i])
+
+
+def _types(value: object) -> object:
+    """The type of every part of ``value`` (an equal-looking value of another type would be a silent change)."""
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(k), _types(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_types(v) for v in value])
+    if isinstance(value, frozenset | set):
+        return (type(value).__name__, sorted(repr(_types(v)) for v in value))
+    return type(value).__name__
