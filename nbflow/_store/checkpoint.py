@@ -269,6 +269,9 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
             _NODE_SQL,
             (_node_params(run, rec, _dumper(red), red) for run, red in by_node for rec in run.nodes.values()),
         )
+    asked = [(run.run_id,) for run in runs if run.pause_version]  # paused once: questions stored earlier
+    if asked:  # (a batch's paused row answered by flow.answer is written again: its question is answered)
+        cur.executemany("UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND open=1", asked)
     if any(run.pending for run in runs):
         cur.executemany(
             _QUESTION_SQL,

@@ -364,3 +364,19 @@ def _types(value: object) -> object:
     if isinstance(value, frozenset | set):
         return (type(value).__name__, sorted(repr(_types(v)) for v in value))
     return type(value).__name__
+
+
+def test_a_paused_row_answered_by_flow_answer_is_stored_without_its_question(tmp_path: Path) -> None:
+    """The row's run is written again, SUCCEEDED: the question it answered is no longer open in the store
+    (before: it loaded back SUCCEEDED with the question still pending)."""
+    db = tmp_path / "runs.db"
+    flow = _plain_flow([])
+    frame = flow.batch([{"x": i} for i in range(3)], store=db, keep="all", progress=False)
+    run_id = frame.loc[2, "run_id"]
+    assert list(nf.load_run(db, run_id).pending) == ["review#0"]
+    answered = flow.answer(frame, {2: "yes"})
+    assert list(answered["status"]) == ["succeeded"] * 3
+    back = nf.load_run(db, run_id)
+    assert back.status is nf.RunStatus.SUCCEEDED and back["review"] == "yes"
+    assert dict(back.pending) == {}
+    assert list(nf.load_run(db, frame.loc[0, "run_id"]).pending) == []
