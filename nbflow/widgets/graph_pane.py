@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -246,17 +247,21 @@ def table_html(
     selected: str | None,
     redact: Redactor,
     max_rows: int = 60,
+    states: AbstractSet[NodeStatus] | None = None,
 ) -> str:
-    """The graph as a table (no ``dot``, or too many nodes to draw): state, node, fed by, time, note."""
+    """The graph as a table (no ``dot``, or too many nodes to draw): state, node, fed by, time, note.
+
+    ``states``: the states the records are in, if the caller knows them (none urgent: the flow's order)."""
     records = {path: record(path) for path in paths}
     names = list(paths)
-    if len(names) > max_rows:  # what needs attention first, then the flow's order
+    if len(names) > max_rows and (  # what needs attention first, then the flow's order
+        states is None or not _URGENT.keys().isdisjoint(states) or None in records.values()
+    ):
         names = _urgent_first(names, records)
     rows = []
     for name in names[:max_rows]:
         rec = records[name]
         state = chip(rec.status.value) if rec is not None else '<span class="nbflow-muted">not in run</span>'
-        feeds = ", ".join(d.source if d.is_node else f"‹{d.source}›" for d in paths[name].deps)
         dur = f"{rec.duration:.3f}s" if rec is not None and rec.duration is not None else ""
         note = ""
         if rec is not None and rec.error is not None:
@@ -265,8 +270,8 @@ def table_html(
             note = esc(redact(rec.skip_reason))
         sel = ' style="outline:2px solid #1c7ed6"' if name == selected else ""
         rows.append(
-            f'<tr class="nbflow-node" id="node-{name}"{sel}><td>{state}</td><td><b>{esc(name)}</b></td>'
-            f"<td>{esc(feeds)}</td><td>{dur}</td><td>{note}</td></tr>"
+            f'<tr class="nbflow-node" id="node-{name}"{sel}><td>{state}</td>{_row_head(name, paths[name])}'
+            f"<td>{dur}</td><td>{note}</td></tr>"
         )
     more = ""
     if len(names) > max_rows:
@@ -275,6 +280,22 @@ def table_html(
         '<table class="nbflow-table"><thead><tr><th>state</th><th>node</th><th>fed by</th><th>time</th>'
         f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
     )
+
+
+_HEADS: dict[int, tuple[GNode, str, str]] = {}  # id(node) -> (node, path, its row's name and "fed by" cells)
+
+
+def _row_head(path: str, g: GNode) -> str:
+    """A table row's name and "fed by" cells: the same for every redraw of a graph, so made once per node."""
+    found = _HEADS.get(id(g))
+    if found is not None and found[0] is g and found[1] == path:
+        return found[2]
+    feeds = ", ".join(d.source if d.is_node else f"‹{d.source}›" for d in g.deps)
+    head = f"<td><b>{esc(path)}</b></td><td>{esc(feeds)}</td>"
+    if len(_HEADS) >= 8192:
+        _HEADS.clear()
+    _HEADS[id(g)] = (g, path, head)
+    return head
 
 
 _URGENT = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}

@@ -72,6 +72,7 @@ __all__ = ["RunView"]
 
 MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that big is unreadable and slow to lay out
 _MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
+_PASSED_OVER = frozenset({NodeStatus.SKIPPED, NodeStatus.CANCELLED})  # what the problems list groups by reason
 _MAX_ROWS = 100  # map items / loop iterations listed in the inspector
 _NO_TEXT = (int, float, complex, type(None))  # values that never carry a secret's text (bool is an int)
 _HERE = Path(__file__).parent
@@ -436,7 +437,12 @@ class RunView(anywidget.AnyWidget):
         # Every record once per redraw (with sub-flows' records under their paths), shared by the parts
         # below: on a 1,000-node run each walk of the records costs ~0.3 ms.
         walked = list(run.walk())
-        failed = [(path, r) for path, r in walked if r.status is NodeStatus.FAILED and path in self._paths]
+        states = {r.status for _, r in walked}  # (one pass: most redraws have no failed/skipped/cancelled node)
+        failed = (
+            [(path, r) for path, r in walked if r.status is NodeStatus.FAILED and path in self._paths]
+            if NodeStatus.FAILED in states
+            else []
+        )
         if not self._user_picked:
             self._auto_select(run, failed)
         final = run.status.finished or run.status is RunStatus.PAUSED
@@ -447,11 +453,13 @@ class RunView(anywidget.AnyWidget):
         with self.hold_sync():
             self.status = run.status.value
             self.header = self._header_html(run)
-            self.problems = self._problems_html(run, failed)
+            self.problems = self._problems_html(run, failed, bool(states & _PASSED_OVER))
             if self._template is not None:
                 self._send_nodes(self._node_states(run), final)
             else:
-                self.table = table_html(self._paths, dict(walked).get, self.selected or None, self._redact)
+                self.table = table_html(
+                    self._paths, dict(walked).get, self.selected or None, self._redact, states=states
+                )
             if run.status.finished:
                 self.cancellable = False
             self._update_questions(run)
@@ -496,11 +504,12 @@ class RunView(anywidget.AnyWidget):
             f"&nbsp;{chips(counts)}{reason}</div>"
         )
 
-    def _problems_html(self, run: Run, failed: list[tuple[str, NodeRecord]]) -> str:
+    def _problems_html(self, run: Run, failed: list[tuple[str, NodeRecord]], passed_over: bool = True) -> str:
         """Failed nodes (name and exception type: the message is shown once, in the inspector), then
         cancelled or skipped nodes and why. Branches not taken are not problems and are not listed.
 
-        ``failed``: the failed records shown (path, record), in the run's order (``_redraw`` finds them)."""
+        ``failed``: the failed records shown (path, record), in the run's order (``_redraw`` finds them);
+        ``passed_over``: False when no node is skipped or cancelled (nothing more to look for)."""
         lines: list[str] = []
         for path, rec in failed[:_MAX_LISTED]:
             first = (self._redact(str(rec.error or "")).splitlines() or [""])[0]
@@ -512,7 +521,7 @@ class RunView(anywidget.AnyWidget):
         if len(failed) > _MAX_LISTED:
             lines.append(f'<div class="nbflow-err">… and {len(failed) - _MAX_LISTED} more failed nodes</div>')
         groups: dict[tuple[str, str], list[str]] = {}
-        for rec in run.nodes.values():
+        for rec in run.nodes.values() if passed_over else ():
             if rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
                 reason = rec.skip_reason or ""
                 if rec.status is NodeStatus.SKIPPED and _not_taken(reason):

@@ -5,6 +5,7 @@ Everything here returns HTML strings, so any widget (run view, batch progress) c
 
 from __future__ import annotations
 
+import functools
 import html
 
 from nbflow._core.states import NodeStatus, RunStatus
@@ -60,7 +61,11 @@ def colors(status: NodeStatus | RunStatus | str) -> tuple[str, str]:
 
 def chip(status: NodeStatus | RunStatus | str, text: str | None = None) -> str:
     """A rounded coloured label, e.g. ``✓ 3 succeeded``."""
-    value = str(status)
+    return _chip(str(status), text)
+
+
+@functools.lru_cache(maxsize=1024)  # a few states and counts: the same labels on every redraw
+def _chip(value: str, text: str | None) -> str:
     fill, line = colors(value)
     label = text if text is not None else value
     return (

@@ -477,6 +477,12 @@ def test_big_graphs_are_tables_with_the_problems_first(comm_log: list[Any]) -> N
     first = re.search(r'id="node-(\w+)"', view.graph_html()).group(1)
     assert first == "broken"
     assert "more nodes" in view.graph_html() and len(view.options) == 201
+    # The live table (each redraw) too; a run with nothing urgent keeps the flow's order.
+    assert re.search(r'id="node-(\w+)"', view.table).group(1) == "broken"
+    flow.remove("broken")
+    calm = RunView(flow.run(show=False))
+    assert re.findall(r'id="node-(\w+)"', calm.table)[:3] == ["n0", "n1", "n2"]
+    assert calm.problems == ""
 
 
 def test_outside_a_kernel_nothing_imports_ipywidgets() -> None:
