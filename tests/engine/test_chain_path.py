@@ -86,6 +86,15 @@ def chain(fail_at: str | None = None, ask_at: str | None = None, sleep: float = 
     return flow
 
 
+async def in_call(handle: Any) -> Any:
+    """``handle`` once its run waits in ``call`` (its sleep)."""
+    for _ in range(400):
+        if handle.run.nodes["call"].status is nf.NodeStatus.RUNNING:
+            return handle
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"call never started: {seen(handle.run)}")
+
+
 def test_a_chain_that_succeeds(path: str) -> None:
     events: list[Any] = []
     run = chain().run(x=7, on_event=events.append, show=False)
@@ -121,11 +130,7 @@ def test_a_question_pauses_the_chain_and_an_answer_finishes_it(path: str) -> Non
 
 def test_a_pause_asked_from_outside_stops_the_chain_after_the_node_in_flight(path: str) -> None:
     async def go() -> nf.Run:
-        handle = chain(sleep=0.2).start(x=3, show=False)
-        for _ in range(200):  # until call waits in its sleep
-            if handle.run.nodes["call"].status is nf.NodeStatus.RUNNING:
-                break
-            await asyncio.sleep(0.005)
+        handle = await in_call(chain(sleep=0.2).start(x=3, show=False))
         handle.pause()
         return await handle
 
@@ -142,11 +147,7 @@ def test_cancelling_a_chain_cancels_the_node_in_flight_and_the_rest(path: str) -
     events: list[Any] = []
 
     async def go() -> nf.Run:
-        handle = chain(sleep=5).start(x=4, on_event=events.append, show=False)
-        for _ in range(200):
-            if handle.run.nodes["call"].status is nf.NodeStatus.RUNNING:
-                break
-            await asyncio.sleep(0.005)
+        handle = await in_call(chain(sleep=5).start(x=4, on_event=events.append, show=False))
         handle.cancel()
         return await handle
 
