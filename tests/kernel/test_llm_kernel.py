@@ -24,7 +24,7 @@ def note(line):
     with open(LOG, "a") as f:
         f.write(line + "\\n")
 
-flow = nf.Flow("llm", retry=nf.Retry(attempts=4, backoff=0.01))
+flow = nf.Flow("llm", retry=nf.Retry(attempts=6, backoff=0.01))  # (every 11th request is a 429)
 
 @flow.resource
 async def llm():
@@ -74,6 +74,8 @@ for i in range(3):
     seen.append((r.status.name, r["score"] if r.status.name == "SUCCEEDED" else r.summary()))
     df = flow.batch([{"question": f"b{i}-{j}"} for j in range(60)], concurrency=16)
     seen.append(({k: int(v) for k, v in df["status"].value_counts().items()}, float(df["score"].sum())))
+    if (df["status"] != "succeeded").any():  # (what went wrong, in the assertion's message)
+        seen.append(df.loc[df["status"] != "succeeded", ["error_node", "error_type", "error_message"]].to_dict("records"))
     p = plain.run(question=f"p{i}", show=False)
     seen.append((p.status.name, p["ask"] if p.status.name == "SUCCEEDED" else p.summary()))
 pdf = plain.batch([{"question": f"pb{j}"} for j in range(60)], concurrency=16)
