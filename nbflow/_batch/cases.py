@@ -5,12 +5,20 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbflow._core.errors import BatchError, MissingColumnError, MissingInputError, UnknownNodeError, _suggest
-from nbflow._core.secrets import Secret, is_secret_name
+from nbflow._core.errors import (
+    BatchError,
+    MissingColumnError,
+    MissingInputError,
+    NbflowWarning,
+    UnknownNodeError,
+    _suggest,
+)
+from nbflow._core.secrets import Secret, is_secret_name, remark_secrets
 from nbflow._graph.graph import Graph, Plan
 
 __all__ = [
@@ -70,7 +78,9 @@ def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
         if rows.columns.duplicated().any():
             dup = list(rows.columns[rows.columns.duplicated()])
             raise BatchError(f"batch rows: duplicated column names {dup}; give every column its own name")
-        return rows.to_dict("records"), list(rows.columns)
+        found: list[dict[str, Any]] = rows.to_dict("records")
+        _remark(found)
+        return found, list(rows.columns)
     if isinstance(rows, (str | bytes, Mapping)):
         raise BatchError(
             f"batch rows must be a DataFrame or an iterable of mappings (one per row), got "
@@ -95,7 +105,21 @@ def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
                 seen.setdefault(k)
             last = keys
         records.append(rec)
+    _remark(records)
     return records, list(seen)
+
+
+def _remark(records: list[dict[str, Any]]) -> None:
+    """Values that are the text of an ``nf.Secret`` but reach the batch as plain ``str`` are marked again."""
+    columns = remark_secrets(records)
+    if columns:
+        warnings.warn(
+            f"batch rows: column(s) {columns} hold the text of an nf.Secret as a plain str (pandas turns a column "
+            "of nf.Secret into its string dtype); nbflow treats those values as secrets again. To keep the "
+            "marking yourself, build the column with dtype=object: pd.Series([...], dtype=object)",
+            NbflowWarning,
+            stacklevel=4,
+        )
 
 
 def _check_grid(

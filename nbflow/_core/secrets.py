@@ -9,7 +9,17 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "REDACTED_TEXT", "Redactor", "Secret", "env", "is_secret_name", "redact", "secret_texts"]
+__all__ = [
+    "REDACTED",
+    "REDACTED_TEXT",
+    "Redactor",
+    "Secret",
+    "env",
+    "is_secret_name",
+    "redact",
+    "remark_secrets",
+    "secret_texts",
+]
 
 REDACTED_TEXT = "[REDACTED]"
 # What a screen shows instead of a secret value (the run view, the explorer, variant labels).
@@ -55,6 +65,12 @@ class Secret(str):
 
     __slots__ = ()
 
+    def __new__(cls, value: object = "") -> Secret:
+        self = super().__new__(cls, value)
+        if len(self) >= MARKED_MIN_LENGTH:
+            _MARKED.add(str.__str__(self))  # (see remark_secrets)
+        return self
+
     def __repr__(self) -> str:
         return "Secret('***')"
 
@@ -90,6 +106,28 @@ REDACTED = _Redacted()
 
 def _redacted() -> _Redacted:
     return REDACTED
+
+
+# The texts of the ``nf.Secret`` values made in this process (those of MARKED_MIN_LENGTH characters or more: a
+# shorter text could be ordinary data). pandas (3: strings get their own dtype) turns a column of ``nf.Secret``
+# into plain ``str``, so a batch would see unmarked text: ``remark_secrets`` marks it again.
+MARKED_MIN_LENGTH = 8
+_MARKED: set[str] = set()
+
+
+def remark_secrets(records: list[dict[str, Any]]) -> list[str]:
+    """Turn every plain ``str`` value of ``records`` whose text is that of an ``nf.Secret`` made in this process
+    back into an ``nf.Secret`` (in place); returns the columns where that happened, for a warning."""
+    if not _MARKED:
+        return []
+    marked = _MARKED
+    found: dict[str, None] = {}
+    for rec in records:
+        for k, v in rec.items():
+            if type(v) is str and v in marked:
+                rec[k] = Secret(v)
+                found[k] = None
+    return list(found)
 
 
 def is_secret_name(name: object) -> bool:
