@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import nbflow as nf
 from tests.helpers.read_only import run_read_only
+from tests.helpers.store_files import written_bytes
 from tests.store import checkpoint2_flow, schema2_flow
 from tests.store.test_run_records import _plain
 
@@ -239,9 +240,7 @@ def test_a_secret_value_never_reaches_a_compact_record(tmp_path: Path) -> None:
     assert list(frame["status"]) == ["succeeded", "succeeded"]
     run = nf.load_run(db, frame.loc[0, "run_id"])
     assert run["greet"] == "hello ann, creds [REDACTED]"
-    wal = db.with_name(db.name + "-wal")
-    raw = db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-    assert secret.encode() not in raw
+    assert secret.encode() not in written_bytes(db)
 
 
 READ_ONLY_SCRIPT = """

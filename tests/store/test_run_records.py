@@ -19,6 +19,7 @@ import pytest
 
 import nbflow as nf
 from tests.helpers.read_only import run_read_only
+from tests.helpers.store_files import written_bytes
 from tests.store import schema2_flow
 
 RESOURCES = Path(__file__).parent.parent / "resources"
@@ -229,9 +230,7 @@ def test_a_secret_echoed_by_a_node_never_reaches_a_record(tmp_path: Path) -> Non
     assert list(frame["status"]) == ["succeeded", "succeeded"]
     run = nf.load_run(db, frame.loc[0, "run_id"])
     assert run["greet"] == "hello ann, your token is [REDACTED]"
-    wal = db.with_name(db.name + "-wal")
-    raw = db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-    assert secret.encode() not in raw
+    assert secret.encode() not in written_bytes(db)
 
 
 def test_built_in_data_round_trips_exactly_and_nothing_else_is_taken() -> None:
