@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import gc
 import itertools
 import operator
 import threading
 import uuid
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -569,6 +570,21 @@ def result_columns(cases: Cases) -> list[str]:
 # column. Exact types only: a mix (1 and True) or a subclass goes to pandas' inference, as before.
 _NUMPY_DTYPES = {int: "int64", float: "float64", bool: "bool"}
 _NAN = float("nan")  # a record without the column: NaN, as DataFrame.from_records gives
+_NONE = type(None)
+_TEXT: list[Callable[[list[str]], Any] | None] = []  # see _text_dtype
+
+
+def _text_dtype() -> Callable[[list[str]], Any] | None:
+    """How a column of ``str`` alone is built as the type pandas itself infers for it (pandas 3: its ``str``
+    dtype; ``pd.array`` with it costs ~half of the frame's own inference), or None where pandas keeps such
+    a column ``object`` (pandas 2): then the frame infers it as before."""
+    if not _TEXT:
+        import numpy as np
+        import pandas as pd
+
+        dtype = pd.Series(["a"]).dtype
+        _TEXT.append(None if isinstance(dtype, np.dtype) else functools.partial(pd.array, dtype=dtype))
+    return _TEXT[0]
 
 
 def _data(records: list[dict[str, Any]], columns: list[str], inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -579,17 +595,25 @@ def _data(records: list[dict[str, Any]], columns: list[str], inputs: list[str]) 
 
     data: dict[str, Any] = {}
     secret: list[str] = []
+    text = _text_dtype()
     for c in columns:
         values = list(map(dict.get, records, itertools.repeat(c), itertools.repeat(_NAN)))
         kinds = set(map(type, values))
         if len(kinds) == 1:
-            dtype = _NUMPY_DTYPES.get(next(iter(kinds)))
+            kind = next(iter(kinds))
+            dtype = _NUMPY_DTYPES.get(kind)
             if dtype is not None:
                 try:
                     data[c] = np.array(values, dtype=dtype)
                     continue
                 except OverflowError:  # an int beyond int64: pandas decides (uint64 or object)
                     pass
+            elif kind is _NONE:  # (an error column of a batch without errors): what pandas makes of it
+                data[c] = np.full(len(values), None, dtype=object)
+                continue
+            elif kind is str and text is not None:  # (status, run ids)
+                data[c] = text(values)
+                continue
         if c in inputs and any(issubclass(k, Secret) for k in kinds):
             secret.append(c)
             data[c] = np.array(values, dtype=object)
@@ -618,7 +642,7 @@ def _frame(state: State) -> pd.DataFrame:
                 r.update(dict.fromkeys(USAGE_COLUMNS, 0))
     if records:
         data, secret = _data(records, columns, cases.columns)
-        frame = pd.DataFrame(data, columns=columns)
+        frame = pd.DataFrame(data, columns=columns, copy=False)  # (the columns were made here for it)
         for c in secret:
             frame[c] = pd.Series(data[c], index=frame.index, dtype=object)
     else:

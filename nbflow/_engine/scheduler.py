@@ -42,6 +42,7 @@ from nbflow._record.run import LEAN, NodeRecord, Run
 __all__ = ["execute"]
 
 _INLINE_BUDGET = 32  # nodes a worker runs back to back before it looks at the clock
+_NONE_READY: tuple[int, ...] = ()  # a chain run's ``ready``: no node is ever handed to another worker
 _BREATHE_EVERY = 0.001  # s: then it yields to the loop if it has held it this long (a loop turn costs ~µs per node)
 _time = time.time
 _perf = time.perf_counter
@@ -271,16 +272,24 @@ class _Scheduler:
         self.prog = prog
         self.run = run
         self.cols = run._align(prog.names)
-        self.records = run.nodes
         self.inputs = inputs
         self.lean = prog.lean
-        self.waiting = prog.waiting.copy()  # (read only if a node does not succeed: ``resolved``)
-        self.bad = [False] * len(prog.names)
-        self.ready = deque()  # (stays empty: the next node is the chain's next, see ``plain_loop``)
+        # What ``resolved`` and the skip rules read is made only if a node does not succeed (``off_chain``);
+        # no node is ever ready (the next node is the chain's next, see ``plain_loop``).
+        self.records = self.waiting = self.bad = None  # type: ignore[assignment]
+        self.ready = _NONE_READY  # type: ignore[assignment]
         self.chain = True
         self.special = False
         self.why = "run cancelled"
         return self
+
+    def off_chain(self) -> None:
+        """A node of a chain run did not succeed: make what ``resolved`` and the skip rules read, as the
+        general path has it (no node of the chain released a dependent: each is fed by the one before)."""
+        self.records = self.run.nodes
+        self.waiting = self.prog.waiting.copy()
+        self.bad = [False] * len(self.prog.names)
+        self.ready = deque()
 
     # --- bookkeeping -------------------------------------------------------------------------
     def start(self, inline: bool = False) -> int:
@@ -491,7 +500,6 @@ class _Scheduler:
         started_at = cols.started
         finished_at = cols.finished
         attempts = cols.attempts
-        records = self.records
         inputs = self.inputs
         run = self.run
         subscribers = run._subscribers  # (the lists themselves: subscribing appends to them)
@@ -513,7 +521,7 @@ class _Scheduler:
             else:
                 fed = deps[i]
                 if fed is None:
-                    kwargs = gather_kwargs(g, records, inputs)
+                    kwargs = gather_kwargs(g, run.nodes, inputs)
                 elif (fan_in := many[i]) is not None:
                     kwargs = dict(zip(fan_in[0], fan_in[1](output), strict=True))
                 else:
@@ -594,6 +602,7 @@ class _Scheduler:
             if last >= 0:  # a chain run: the next node is i + 1, ready once node i succeeded
                 if st is not _SUCCEEDED:
                     if st is not _PAUSED:  # a paused node blocks its dependents
+                        self.off_chain()
                         self.resolved(i)
                     return
                 if i == last or run._pause_requested:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copyreg
+import functools
 import threading
 import time
 import warnings
@@ -450,7 +451,6 @@ class Run:
         self.inputs = dict(inputs)
         self.status = RunStatus.PENDING
         self._c = NodeColumns(nodes if type(nodes) is tuple else tuple(nodes))
-        self._nodes = Nodes(self._c)  # (the columns keep their identity: see _set_records)
         self._subscribers: list[Subscriber] = []
         self._watchers: list[Watcher] = []  # see _watch
         # Human in the loop (kept on the top-level run; sub-flow runs point at it through _root).
@@ -489,6 +489,12 @@ class Run:
     @_root.setter
     def _root(self, value: Run) -> None:
         self._root_ref = None if value is self else value
+
+    @functools.cached_property
+    def _nodes(self) -> Nodes:
+        """``nodes``, made on first read (a batch row's run is mostly never read by name). The columns keep
+        their identity (see ``_set_records``), so this view stays valid."""
+        return Nodes(self._c)
 
     @property
     def nodes(self) -> Nodes:

@@ -61,6 +61,28 @@ def test_an_output_column_is_what_from_records_builds(values: list[object]) -> N
     assert all(_same(a, b) for a, b in zip(got, want, strict=True)), (got, want)
     # the input column, carried through the same way
     assert frame["v"].dtype == pd.DataFrame.from_records([{"v": v} for v in values])["v"].dtype
+    # the status columns (text alone, None alone: built directly, as pandas would infer them)
+    for column in ("status", "error_type", "error_message", "error_node", "run_id"):
+        cells = frame[column].tolist()
+        assert frame[column].dtype == pd.DataFrame.from_records([{column: c} for c in cells])[column].dtype, column
+
+
+def test_error_columns_with_and_without_errors_are_what_from_records_builds() -> None:
+    flow = nf.Flow("sometimes")
+
+    @flow.node
+    def half(x: int) -> int:
+        if x % 2:
+            raise ValueError("odd")
+        return x
+
+    for xs in ([0, 2, 4], [0, 1, 2], [1, 3]):
+        frame = flow.batch([{"x": x} for x in xs], progress=False)
+        for column in ("status", "error_type", "error_message", "error_node", "run_id"):
+            cells = frame[column].tolist()
+            expected = pd.DataFrame.from_records([{column: c} for c in cells])[column]
+            assert frame[column].dtype == expected.dtype, (xs, column, frame[column].dtype, expected.dtype)
+            assert all(_same(a, b) for a, b in zip(cells, expected.tolist(), strict=True)), (xs, column)
 
 
 def test_status_columns_keep_their_dtypes_and_missing_question_cells_are_nan() -> None:
