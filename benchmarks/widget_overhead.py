@@ -232,7 +232,7 @@ if __name__ == "__main__":
             checkout(args.before, pathlib.Path(tmp))
             sys.path.insert(0, tmp)
             import nbflow_before as before  # type: ignore[import-not-found]
-            import nbflow_before.widgets  # noqa: F401
+            import nbflow_before.widgets
 
             if before.widgets.RunView is RunView:
                 raise SystemExit("the older tree imported the current widgets; extend batch_ab._REWRITES")
