@@ -266,7 +266,8 @@ def table_html(
     for name in names[:max_rows]:
         rec = made[name] if name in made else record(name)
         state = chip(rec.status.value) if rec is not None else '<span class="nbflow-muted">not in run</span>'
-        dur = f"{rec.duration:.3f}s" if rec is not None and rec.duration is not None else ""
+        took = rec.duration if rec is not None else None
+        dur = f"{took:.3f}s" if took is not None else ""
         note = ""
         if rec is not None and rec.error is not None:
             note = esc(redact(f"{type(rec.error).__name__}: {rec.error}"[:300]))

@@ -17,6 +17,8 @@ from typing import Any
 import anyio
 import ipywidgets
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nbflow as nf
 from nbflow._record.run import NodeColumns
@@ -214,3 +216,24 @@ async def test_a_secret_fed_between_nodes_of_a_big_run_never_reaches_the_browser
     sent = json.dumps(comm_log, default=str)
     assert key not in sent and key not in view.snapshot_html()
     assert "rejected: used ••••••" in view.table
+
+
+@given(
+    st.one_of(
+        st.integers(min_value=-(10**200), max_value=10**200),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.complex_numbers(allow_nan=True),
+        st.booleans(),
+        st.none(),
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_a_plain_number_is_shown_as_pprint_shows_it(value: Any) -> None:
+    """The inspector shows a number, bool or None as ``pprint.pformat`` does (now its ``repr``, cheaper)."""
+    import pprint
+
+    from nbflow.widgets.render import _pre, describe, render_value
+    from nbflow.widgets.style import esc
+
+    expected = f'<div class="nbflow-muted">{esc(describe(value))}</div>' + _pre(pprint.pformat(value, width=100), str)
+    assert render_value(value) == expected
