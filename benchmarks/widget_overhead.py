@@ -19,7 +19,12 @@ per-node deltas (only the nodes that changed), in the same run.
 ``nbflow_before``, as ``batch_ab.py`` does): each round runs, back to back and in alternating order, both trees
 without and with their own view, so the machine's load hits them alike; each tree's ratio is its own.
 
-Run: ``python benchmarks/widget_overhead.py [repeats] [--only trivial|sleep_1ms] [--no-traffic] [--before REV]``
+``--shown``: the view as a notebook shows it (``view.show()``, what ``flow.arun`` does in a kernel): its static
+snapshot (the HTML a saved notebook shows: header, problems, the graph, a row per node) is displayed beside it
+and updated to the final state before ``await`` returns; both are serialised to JSON as the kernel would.
+
+Run: ``python benchmarks/widget_overhead.py [repeats] [--only trivial|sleep_1ms] [--no-traffic] [--before REV]
+[--shown]``
 """
 
 from __future__ import annotations
@@ -106,6 +111,28 @@ def timed_view(base: type[RunView]) -> Any:
 TimedView = timed_view(RunView)
 
 
+class _JsonDisplay:
+    """A display handle that serialises each update like the kernel does (no front end)."""
+
+    def update(self, bundle: Any, **keys: Any) -> None:
+        JsonComm.sent += len(json.dumps(bundle, default=str))
+
+
+def displayed(base: type[RunView]) -> Any:
+    """``base`` as a notebook shows it (``view.show()``): its static snapshot displayed beside it (the HTML a
+    saved notebook shows, one row per node), and updated to the final state before ``await`` returns."""
+
+    class Displayed(timed_view(base)):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            t0 = time.perf_counter()
+            super().__init__(*args, **kwargs)
+            _JsonDisplay().update(self._snapshot_bundle())  # what IPython's display() sends
+            self._snapshots.append(_JsonDisplay())
+            Displayed.created[-1] = time.perf_counter() - t0
+
+    return Displayed
+
+
 def build(kind: str, n: int = N, width: int = 20, wait: float = 0.001, nf: Any = nf) -> Any:
     """A layered DAG: ``n`` nodes in layers of ``width``, each fed by two nodes of the layer above."""
     flow = nf.Flow(f"bench_{kind}_{n}")
@@ -141,12 +168,17 @@ async def once(flow: Any, view: bool, noop: bool = False, viewer: Any = None) ->
 
 
 async def main(
-    repeats: int, kinds: tuple[str, ...] = ("trivial", "sleep_1ms"), traffic_too: bool = True, before: Any = None
+    repeats: int,
+    kinds: tuple[str, ...] = ("trivial", "sleep_1ms"),
+    traffic_too: bool = True,
+    before: Any = None,
+    notebook: bool = False,
 ) -> None:
     comm.create_comm = lambda *a, **k: JsonComm(*a, **k)  # type: ignore[assignment]
-    sides: list[tuple[str, Any, Any]] = [("now", nf, TimedView)]
+    wrap = displayed if notebook else timed_view
+    sides: list[tuple[str, Any, Any]] = [("now", nf, wrap(RunView))]
     if before is not None:
-        sides.append(("before", before, timed_view(before.widgets.RunView)))
+        sides.append(("before", before, wrap(before.widgets.RunView)))
     for kind in kinds:
         flows = {name: build(kind, nf=mod) for name, mod, _ in sides}
         for name, _, viewer in sides:
@@ -163,7 +195,7 @@ async def main(
                 viewed[name].append(await once(flows[name], True, viewer=viewer))
         noop = [await once(flows["now"], False, noop=True) for _ in range(repeats)]
         for name, _, viewer in sides:
-            tag = f"{kind}" if name == "now" else f"{kind} [before]"
+            tag = (f"{kind}" if name == "now" else f"{kind} [before]") + (" [shown]" if notebook else "")
             for i, what in ((0, "end to end (view created + drawn)"), (1, "the run itself (run.duration)")):
                 a = statistics.median(p[i] for p in plain[name])
                 b = statistics.median(v[i] for v in viewed[name])
@@ -220,6 +252,11 @@ if __name__ == "__main__":
     parser.add_argument("--only", choices=("trivial", "sleep_1ms"), help="one workload only")
     parser.add_argument("--no-traffic", action="store_true", help="skip the browser-traffic comparison")
     parser.add_argument("--before", help="a git revision of this repository to run side by side (batch_ab.py)")
+    parser.add_argument(
+        "--shown",
+        action="store_true",
+        help="the view as a notebook shows it (view.show()): with its static snapshot, updated at the end",
+    )
     args = parser.parse_args()
     kinds = (args.only,) if args.only else ("trivial", "sleep_1ms")
     print(f"load average {os.getloadavg()[0]:.2f}")
@@ -236,4 +273,4 @@ if __name__ == "__main__":
 
             if before.widgets.RunView is RunView:
                 raise SystemExit("the older tree imported the current widgets; extend batch_ab._REWRITES")
-        asyncio.run(main(args.repeats, kinds, not args.no_traffic, before))
+        asyncio.run(main(args.repeats, kinds, not args.no_traffic, before, args.shown))

@@ -26,6 +26,7 @@ __all__ = [
     "NodeLook",
     "SvgTemplate",
     "can_draw",
+    "escaped_paths",
     "first_doc_lines",
     "initial_collapse",
     "looks",
@@ -71,6 +72,14 @@ def path_index(graph: Graph) -> dict[str, GNode]:
     if found is None:
         found = graph._views["path_index"] = dict(node_paths(graph))
     return dict(cast("dict[str, GNode]", found))
+
+
+def escaped_paths(graph: Graph) -> dict[str, str]:
+    """Each node's path escaped for HTML, made once per graph (a snapshot lists every node at each update)."""
+    found = graph._views.get("escaped_paths")
+    if found is None:
+        found = graph._views["escaped_paths"] = {path: esc(path) for path, _ in node_paths(graph)}
+    return cast("dict[str, str]", found)
 
 
 def first_doc_lines(graph: Graph) -> dict[str, str]:

@@ -50,6 +50,7 @@ from nbflow._engine.kernel import RunHandle
 from nbflow.widgets.graph_pane import (
     NodeLook,
     SvgTemplate,
+    escaped_paths,
     first_doc_lines,
     initial_collapse,
     looks,
@@ -553,7 +554,8 @@ class RunView(anywidget.AnyWidget):
             return self._template.render(node_looks)
         if self.table or run is None:
             return self.table
-        return table_html(self._paths, self._record, self.selected or None, self._redact)
+        states = _states_by_path(list(run._column_walk()))  # (no record made for the order)
+        return table_html(self._paths, self._record, self.selected or None, self._redact, states=states)
 
     def _auto_select(self, run: Run, failed_records: list[tuple[str, NodeRecord]]) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""
@@ -843,6 +845,7 @@ class RunView(anywidget.AnyWidget):
         rows = []
         if run is not None:
             self._collect_secrets(run)
+            shown = escaped_paths(self._graph)
             for path, rec in run.walk():
                 if rec.status is NodeStatus.SUCCEEDED and rec.output is not MISSING:
                     what = (
@@ -854,10 +857,12 @@ class RunView(anywidget.AnyWidget):
                     what = f'<span style="color:#c92a2a">{esc(self._redact(f"{rec.error_type}: {rec.error}")[:300])}</span>'
                 else:
                     what = esc(self._redact(rec.skip_reason or ""))
-                took = "" if rec.duration is None else f"{rec.duration:.3f}s"
+                duration = rec.duration
+                took = "" if duration is None else f"{duration:.3f}s"
                 rows.append(
                     f'<tr><td style="padding:1px 8px">{chip(rec.status.value)}</td><td style="padding:1px 8px"><b>'
-                    f'{esc(path)}</b></td><td style="padding:1px 8px">{took}</td><td style="padding:1px 8px">{what}</td></tr>'
+                    f'{shown.get(path) or esc(path)}</b></td><td style="padding:1px 8px">{took}</td>'
+                    f'<td style="padding:1px 8px">{what}</td></tr>'
                 )
         table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
         picture = self.graph_html()

@@ -238,3 +238,24 @@ def test_a_plain_number_is_shown_as_pprint_shows_it(value: Any) -> None:
 
     expected = f'<div class="nbflow-muted">{esc(describe(value))}</div>' + _pre(pprint.pformat(value, width=100), str)
     assert render_value(value) == expected
+
+
+async def test_the_snapshot_of_a_big_run_lists_every_node_and_its_table_is_the_records_one(
+    comm_log: list[Any],
+) -> None:
+    """The static snapshot (what a saved notebook shows) when displayed, before the first redraw, and at the end:
+    its graph is the table the records give (the order decided from the columns), and it lists every node."""
+    flow = wide_flow(fail=True)
+    handle = flow.start(word="hi", show=False)
+    view = RunView(handle, interval=60)
+    assert view.table == ""  # displayed before any redraw: the snapshot draws the table itself
+    records_table = table_html(view._paths, view._record, view.selected or None, view._redact)
+    assert view.graph_html() == records_table
+    pending = view.snapshot_html()
+    assert records_table in pending
+    run = await handle
+    final = view.snapshot_html()
+    for path in ("n0", "n199", "sub", "sub.s0", "sub.s1", "broken", "after"):
+        row = f'<td style="padding:1px 8px"><b>{path}</b></td>'  # (the summary's row; the table has its own)
+        assert final.count(row) == 1 and pending.count(row) == ("." not in path), path  # (a sub-run: once it ran)
+    assert view.table in final and "broken on purpose" in final and len(run.nodes) == 203
