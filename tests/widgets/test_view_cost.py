@@ -259,3 +259,8 @@ async def test_the_snapshot_of_a_big_run_lists_every_node_and_its_table_is_the_r
         row = f'<td style="padding:1px 8px"><b>{path}</b></td>'  # (the summary's row; the table has its own)
         assert final.count(row) == 1 and pending.count(row) == ("." not in path), path  # (a sub-run: once it ran)
     assert view.table in final and "broken on purpose" in final and len(run.nodes) == 203
+    # a run of part of the flow, displayed before it starts: its own nodes first, the others after
+    some = RunView(flow.start(word="hi", show=False, targets=["n150"]), interval=60)
+    assert some.table == "" and some.graph_html().split('id="node-', 2)[1].startswith('n150"')
+    assert some.graph_html() == table_html(some._paths, some._record, some.selected or None, some._redact)
+    await some.handle
