@@ -264,3 +264,29 @@ async def test_the_snapshot_of_a_big_run_lists_every_node_and_its_table_is_the_r
     assert some.table == "" and some.graph_html().split('id="node-', 2)[1].startswith('n150"')
     assert some.graph_html() == table_html(some._paths, some._record, some.selected or None, some._redact)
     await some.handle
+
+
+@given(
+    st.one_of(
+        st.integers(min_value=-(10**400), max_value=10**400),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.complex_numbers(allow_nan=True),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=400),
+    ),
+    st.sampled_from(["x", "prompt", "api_key", "max_tokens"]),
+    st.sampled_from([50, 120, 300]),
+)
+@settings(max_examples=400, deadline=None)
+def test_a_plain_value_is_described_and_shortened_as_the_general_rules_do(value: Any, name: str, limit: int) -> None:
+    """``describe`` and ``short_value`` take a shortcut for numbers, bools, None and str: the same text."""
+    from nbflow.widgets.redact import Redactor
+    from nbflow.widgets.render import MASK, _describe, _short_value, describe, short_value
+    from nbflow.widgets.style import esc
+
+    redact = Redactor(["secret-text-1234"])
+    assert describe(value) == _describe(value)
+    general = esc(MASK) if name == "api_key" else _short_value(value, redact, limit)
+    assert short_value(name, value, redact, limit) == general
+    assert "secret-text-1234" not in short_value(name, f"a secret-text-1234 b {value!r}", redact, limit)
