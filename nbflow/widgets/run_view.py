@@ -31,7 +31,7 @@ import secrets as _random
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from itertools import chain
 from pathlib import Path
@@ -846,21 +846,17 @@ class RunView(anywidget.AnyWidget):
         if run is not None:
             self._collect_secrets(run)
             shown = escaped_paths(self._graph)
-            for path, rec in run.walk():
-                if rec.status is NodeStatus.SUCCEEDED and rec.output is not MISSING:
-                    what = (
-                        esc(describe(rec.output))
-                        + " "
-                        + short_value(path.rpartition(".")[2], rec.output, self._redact, 120)
-                    )
-                elif rec.error is not None:
-                    what = f'<span style="color:#c92a2a">{esc(self._redact(f"{rec.error_type}: {rec.error}")[:300])}</span>'
+            redact = self._redact
+            for path, status, output, duration, error, skip_reason in _summary_rows(run):
+                if status is NodeStatus.SUCCEEDED and output is not MISSING:
+                    what = esc(describe(output)) + " " + short_value(path.rpartition(".")[2], output, redact, 120)
+                elif error is not None:
+                    what = f'<span style="color:#c92a2a">{esc(redact(f"{type(error).__name__}: {error}")[:300])}</span>'
                 else:
-                    what = esc(self._redact(rec.skip_reason or ""))
-                duration = rec.duration
+                    what = esc(redact(skip_reason or ""))
                 took = "" if duration is None else f"{duration:.3f}s"
                 rows.append(
-                    f'<tr><td style="padding:1px 8px">{chip(rec.status.value)}</td><td style="padding:1px 8px"><b>'
+                    f'<tr><td style="padding:1px 8px">{chip(status.value)}</td><td style="padding:1px 8px"><b>'
                     f'{shown.get(path) or esc(path)}</b></td><td style="padding:1px 8px">{took}</td>'
                     f'<td style="padding:1px 8px">{what}</td></tr>'
                 )
@@ -916,6 +912,24 @@ def _shared_layout() -> ipywidgets.Layout:
     if not _LAYOUT or _LAYOUT[0].comm is None:  # none yet, or closed (``Widget.close_all()``)
         _LAYOUT[:] = [ipywidgets.Layout()]
     return _LAYOUT[0]
+
+
+def _summary_rows(run: Run) -> Iterator[tuple[str, NodeStatus, Any, float | None, BaseException | None, str | None]]:
+    """``(path, status, output, duration, error, skip_reason)`` of every node in ``walk``'s order: for a run
+    without sub-runs, a plain node (no rare field set) straight from the run's columns (``Run._plain_nodes``),
+    no record made; every other node from its record."""
+    if len(list(run._column_walk())) > 1:
+        for path, rec in run.walk():
+            yield path, rec.status, rec.output, rec.duration, rec.error, rec.skip_reason
+        return
+    for item in run._plain_nodes():
+        if type(item) is tuple:
+            name, status, output, started, finished, _ran, _inputs = item
+            # (NodeRecord.duration's rule: both times known)
+            yield name, status, output, None if started is None or finished is None else finished - started, None, None
+        else:
+            rec = cast("NodeRecord", item)
+            yield rec.name, rec.status, rec.output, rec.duration, rec.error, rec.skip_reason
 
 
 def _states_by_path(columns: list[tuple[str, NodeColumns]]) -> dict[str, NodeStatus]:

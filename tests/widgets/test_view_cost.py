@@ -290,3 +290,52 @@ def test_a_plain_value_is_described_and_shortened_as_the_general_rules_do(value:
     general = esc(MASK) if name == "api_key" else _short_value(value, redact, limit)
     assert short_value(name, value, redact, limit) == general
     assert "secret-text-1234" not in short_value(name, f"a secret-text-1234 b {value!r}", redact, limit)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["calm", "a failure"])
+async def test_the_snapshot_rows_read_from_the_columns_are_the_records_rows(
+    comm_log: list[Any], monkeypatch: pytest.MonkeyPatch, fail: bool
+) -> None:
+    """The snapshot's row per node, read from the run's columns for plain nodes, is the one the records give:
+    displayed before the run starts and at its end, with outputs, times, failures and skips."""
+    from nbflow._record.run import Run
+
+    flow = nf.Flow("plain_rows")
+    for i in range(40):
+        flow.add(lambda: 0.5, name=f"n{i}", thread=False)
+
+    @flow.node(thread=False)
+    def text(n1: float) -> str:
+        return f"<b>{n1}</b> & more"
+
+    if fail:
+
+        @flow.node(thread=False)
+        def broken(text: str) -> int:
+            raise ValueError(f"cannot use {text}")
+
+        flow.add(lambda broken: broken, name="after", thread=False)
+
+    def through_records(run: Run) -> Any:
+        return iter(run.nodes.values())  # every node as its record: the general rows
+
+    handle = flow.start(show=False)
+    view = RunView(handle, interval=60, max_svg_nodes=10)  # a table (a picture reads every record's attempts)
+    snapshots = [view.snapshot_html()]
+    await handle
+    snapshots.append(view.snapshot_html())
+    assert "0.500" not in snapshots[1] and "&lt;b&gt;0.5&lt;/b&gt; &amp; more" in snapshots[1]
+    assert ("cannot use" in snapshots[1]) is fail and ("s</td>" in snapshots[1])  # a time per node that ran
+    monkeypatch.setattr(Run, "_plain_nodes", through_records)
+    handle = flow.start(show=False)
+    again = RunView(handle, interval=60, max_svg_nodes=10)
+    again.snapshot_id = view.snapshot_id
+    general = [again.snapshot_html()]
+    run = await handle
+    # the same run's rows both ways (times differ between runs: compare this run's)
+    monkeypatch.undo()
+    assert general[0].replace(again._run_id, view._run_id) == snapshots[0]
+    assert sum(type(item) is tuple for item in run._plain_nodes()) >= 38  # most rows come from the columns
+    fast = again.snapshot_html()
+    monkeypatch.setattr(Run, "_plain_nodes", through_records)
+    assert again.snapshot_html() == fast and run.status is (nf.RunStatus.FAILED if fail else nf.RunStatus.SUCCEEDED)
