@@ -728,7 +728,7 @@ class Run:
         yield prefix, c
         cold = c.cold
         if cold.count(None) != len(cold):  # (counted in C: only a node with a rare field can hold a sub-run)
-            for name, extra in zip(c.names, cold, strict=True):
+            for name, extra in zip(c.names, cold, strict=False):  # (a node being added has its name first)
                 sub = None if extra is None else extra.get("subrun")
                 if sub is not None:
                     yield from sub._column_walk(f"{prefix}{name}.")
