@@ -529,7 +529,7 @@ class RunView(anywidget.AnyWidget):
         groups: dict[tuple[str, str], list[str]] = {}
         if passed_over:  # the run's own nodes' states from its columns: a record only for those passed over
             _, c = next(run._column_walk())
-            for name, state in zip(c.names, c.status, strict=True):
+            for name, state in zip(c.names, c.status, strict=False):  # (see _states_by_path)
                 if state in _PASSED_OVER:
                     reason = run.nodes[name].skip_reason or ""
                     if state is NodeStatus.SKIPPED and _not_taken(reason):
@@ -936,7 +936,9 @@ def _states_by_path(columns: list[tuple[str, NodeColumns]]) -> dict[str, NodeSta
     """Each node's state by path (``"sub.node"`` inside a sub-flow) from ``Run._column_walk``'s columns."""
     by_path: dict[str, NodeStatus] = {}
     for prefix, c in columns:
-        by_path.update(zip([prefix + n for n in c.names] if prefix else c.names, c.status, strict=True))
+        # not strict: a node being added (NodeColumns.add, in the thread of a blocking ``flow.run``) has its
+        # name before its state; it shows at the next redraw
+        by_path.update(zip([prefix + n for n in c.names] if prefix else c.names, c.status, strict=False))
     return by_path
 
 
