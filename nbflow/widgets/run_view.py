@@ -950,7 +950,7 @@ def _holds_no_secret(inputs: list[Mapping[str, Any] | None]) -> bool:
     """True when none of these node inputs can hold a secret: every value a number, bool, None or plain
     ``str`` (not an ``nf.Secret``, no container) under a name that does not look secret.
 
-    Read in C over the whole column (a 1,000-node run: ~0.1 ms instead of ~0.4 ms node by node); when it
+    Read in C over the whole column (a 1,000-node run of numbers: ~0.25 ms, ~0.43 node by node); when it
     says False, ``_collect_secrets`` looks node by node as before, so what is collected is the same.
     """
     present = cast("list[dict[str, Any]]", list(filter(None, inputs)))
