@@ -198,7 +198,6 @@ class RunView(anywidget.AnyWidget):
             # with the opening message too, not an update each right after it (~0.1 ms each)
             _dom_classes=("nbflow-runview",),
             header=self._header_html(run) if run.status is RunStatus.PENDING else "",
-            layout=_shared_layout(),
         )
         self.on_msg(self._on_msg)
 
@@ -900,18 +899,6 @@ def _hide_dead_widget(snapshot_id: str) -> str:
         f"<style>{after}:has(> .jp-OutputArea-output.jupyter-widgets) {{ display: none; }} "
         f"{after} > .jp-OutputArea-output:not(:has(*)) {{ display: none; }}</style>"
     )
-
-
-_LAYOUT: list[ipywidgets.Layout] = []
-
-
-def _shared_layout() -> ipywidgets.Layout:
-    """One ``Layout`` widget for every run view (ipywidgets makes one per widget, a comm of its own opened
-    with each view: ~0.4 ms). The view sets none of its properties; a view sized on its own gets its own
-    (``view.layout = ipywidgets.Layout(width=...)``), as ipywidgets allows (docs/widgets.md)."""
-    if not _LAYOUT or _LAYOUT[0].comm is None:  # none yet, or closed (``Widget.close_all()``)
-        _LAYOUT[:] = [ipywidgets.Layout()]
-    return _LAYOUT[0]
 
 
 def _summary_rows(run: Run) -> Iterator[tuple[str, NodeStatus, Any, float | None, BaseException | None, str | None]]:

@@ -1,8 +1,7 @@
 """What makes the live view cheap (issue 14), pinned by behaviour: the view shows the same, secrets stay out.
 
 - Opening a view sends one message: its header, CSS class and the selector's node paths (one a line) go
-  with the widget's opening message, and every view shares one ``Layout`` widget (ipywidgets would open
-  a comm for a new one with each view).
+  with the widget's opening message. Each view keeps a ``Layout`` of its own: sizing one never sizes another.
 - The last redraw of a big run reads every node's state from the run's columns: records are made only for
   what is shown (the table's rows, the selected node), and the table is the one the records give.
 - Secrets fed between nodes are collected from the columns, with a check over the whole column first;
@@ -15,7 +14,6 @@ import json
 from typing import Any
 
 import anyio
-import ipywidgets
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,11 +40,7 @@ def opened(log: list[Any], comm_id: str) -> dict[str, Any]:
     return dict(found[0])
 
 
-def layouts_opened(log: list[Any]) -> int:
-    return sum(1 for _, t, d in log if t == "comm_open" and d["state"].get("_model_name") == "LayoutModel")
-
-
-async def test_a_view_opens_with_one_message_and_shares_one_layout(comm_log: list[Any]) -> None:
+async def test_a_view_opens_with_one_message_and_has_a_layout_of_its_own(comm_log: list[Any]) -> None:
     flow = nf.Flow("opening")
     gate = anyio.Event()
 
@@ -66,22 +60,14 @@ async def test_a_view_opens_with_one_message_and_shares_one_layout(comm_log: lis
     assert list(state["_dom_classes"]) == ["nbflow-runview"] and view._dom_classes == ("nbflow-runview",)
     assert state["options"] == "first\nsecond" and view.options == ["first", "second"]
     assert updates(comm_log, view.comm.comm_id) == []  # nothing right after the opening message
-    # a second view of another run: no new Layout widget (no comm opened for one), the same one
-    layouts = layouts_opened(comm_log)
-    other = RunView(flow.start(show=False))
-    assert other.layout is view.layout and layouts_opened(comm_log) == layouts
-    assert opened(comm_log, other.comm.comm_id)["layout"] == f"IPY_MODEL_{view.layout.model_id}"
     gate.set()
     assert (await handle).status is nf.RunStatus.SUCCEEDED
     assert "SUCCEEDED" in view.header and "2/2 done" in view.header
-    # closed (e.g. ``Widget.close_all()``): the next view opens a new one
-    view.layout.close()
-    third = RunView(flow.run(show=False))
-    assert third.layout.comm is not None and third.layout is not view.layout
-    assert layouts_opened(comm_log) == layouts + 1
-    # a view sized on its own gets its own, as ipywidgets allows
-    third.layout = ipywidgets.Layout(width="400px")
-    assert third.layout is not other.layout and other.layout.width is None
+    # sizing one view in place leaves another alone
+    other = RunView(flow.run(show=False))
+    assert other.layout is not view.layout
+    other.layout.width = "400px"
+    assert view.layout.width is None
 
 
 def wide_flow(n: int = 200, fail: bool = False, skip: bool = False) -> nf.Flow:
