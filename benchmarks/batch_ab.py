@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 import batch_throughput as bt  # noqa: E402
 
 _REWRITES = [
-    (re.compile(r"\bnbflow\.(_|otel|cli|testing)"), r"nbflow_before.\1"),
+    (re.compile(r"\bnbflow\.(_|otel|cli|testing|widgets)"), r"nbflow_before.\1"),
     (re.compile(r"^(\s*)import nbflow$", re.M), r"\1import nbflow_before as nbflow"),
     (re.compile(r"\bfrom nbflow import\b"), "from nbflow_before import"),
 ]

@@ -727,6 +727,18 @@ class Run:
             if rec.subrun is not None:
                 yield from rec.subrun.walk(f"{prefix}{name}.")
 
+    def _column_walk(self, prefix: str = "") -> Iterator[tuple[str, NodeColumns]]:
+        """``walk`` without making a record: this run's columns with the prefix of their nodes' paths, then
+        each sub-flow run's (for a reader of every node, e.g. the live view's last redraw)."""
+        c = self._c
+        yield prefix, c
+        cold = c.cold
+        if cold.count(None) != len(cold):  # (counted in C: only a node with a rare field can hold a sub-run)
+            for name, extra in zip(c.names, cold, strict=False):  # (a node being added has its name first)
+                sub = None if extra is None else extra.get("subrun")
+                if sub is not None:
+                    yield from sub._column_walk(f"{prefix}{name}.")
+
     def __getitem__(self, node: str) -> Any:
         """The output of ``node`` (or ``"subflow.node"``); NodeOutputError if it produced none."""
         rec = self.record(node)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -27,6 +26,7 @@ __all__ = [
     "NodeLook",
     "SvgTemplate",
     "can_draw",
+    "escaped_paths",
     "first_doc_lines",
     "initial_collapse",
     "looks",
@@ -72,6 +72,14 @@ def path_index(graph: Graph) -> dict[str, GNode]:
     if found is None:
         found = graph._views["path_index"] = dict(node_paths(graph))
     return dict(cast("dict[str, GNode]", found))
+
+
+def escaped_paths(graph: Graph) -> dict[str, str]:
+    """Each node's path escaped for HTML, made once per graph (a snapshot lists every node at each update)."""
+    found = graph._views.get("escaped_paths")
+    if found is None:
+        found = graph._views["escaped_paths"] = {path: esc(path) for path, _ in node_paths(graph)}
+    return cast("dict[str, str]", found)
 
 
 def first_doc_lines(graph: Graph) -> dict[str, str]:
@@ -247,22 +255,28 @@ def table_html(
     selected: str | None,
     redact: Redactor,
     max_rows: int = 60,
-    states: AbstractSet[NodeStatus] | None = None,
+    states: Mapping[str, NodeStatus] | None = None,
 ) -> str:
     """The graph as a table (no ``dot``, or too many nodes to draw): state, node, fed by, time, note.
 
-    ``states``: the states the records are in, if the caller knows them (none urgent: the flow's order)."""
-    records = {path: record(path) for path in paths}
+    ``states``: each path's state (a path left out has no record: not in the run), if the caller knows
+    them (the live view reads them from the run's columns): the order is then decided without making a
+    record, and only the rows shown make theirs."""
+    made: dict[str, NodeRecord | None] = {}
+    if states is None:
+        made = {path: record(path) for path in paths}
+        states = {path: rec.status for path, rec in made.items() if rec is not None}
     names = list(paths)
     if len(names) > max_rows and (  # what needs attention first, then the flow's order
-        states is None or not _URGENT.keys().isdisjoint(states) or None in records.values()
+        not _URGENT.keys().isdisjoint(states.values()) or not paths.keys() <= states.keys()
     ):
-        names = _urgent_first(names, records)
+        names = _urgent_first(names, states)
     rows = []
     for name in names[:max_rows]:
-        rec = records[name]
+        rec = made[name] if name in made else record(name)
         state = chip(rec.status.value) if rec is not None else '<span class="nbflow-muted">not in run</span>'
-        dur = f"{rec.duration:.3f}s" if rec is not None and rec.duration is not None else ""
+        took = rec.duration if rec is not None else None
+        dur = f"{took:.3f}s" if took is not None else ""
         note = ""
         if rec is not None and rec.error is not None:
             note = esc(redact(f"{type(rec.error).__name__}: {rec.error}"[:300]))
@@ -301,18 +315,18 @@ def _row_head(path: str, g: GNode) -> str:
 _URGENT = {NodeStatus.FAILED: 0, NodeStatus.RUNNING: 1, NodeStatus.CANCELLED: 2, NodeStatus.SKIPPED: 3}
 
 
-def _urgent_first(names: list[str], records: Mapping[str, NodeRecord | None]) -> list[str]:
+def _urgent_first(names: list[str], states: Mapping[str, NodeStatus]) -> list[str]:
     """Failed, running, cancelled, skipped nodes first (in that order), then the others, then the nodes not
     in the run; each group in the flow's order. One pass, then a sort of the (few) urgent ones only."""
     urgent: list[tuple[int, int, str]] = []
     others: list[str] = []
     absent: list[str] = []
     for i, name in enumerate(names):
-        rec = records[name]
-        if rec is None:
+        state = states.get(name)
+        if state is None:
             absent.append(name)
             continue
-        rank = _URGENT.get(rec.status)
+        rank = _URGENT.get(state)
         if rank is None:
             others.append(name)
         else:

@@ -25,6 +25,9 @@ MAX_ITEMS = 200  # entries shown per list/dict in JSON
 
 Redact = Callable[[str], str]
 
+_REPR_IS_PRETTY = frozenset({int, float, complex, bool, type(None)})  # pprint.pformat of these is their repr
+_PLAIN = _REPR_IS_PRETTY | {str}  # values with no shape, not pandas, not a container
+
 
 def _identity(text: str) -> str:
     return text
@@ -48,6 +51,13 @@ def _module(value: Any) -> str:
 
 def describe(value: Any) -> str:
     """A one-line description of a value's type and size: ``DataFrame 120×4``, ``str, 5,230 chars``."""
+    kind = type(value)
+    if kind in _PLAIN:  # what ``_describe`` says of these exact types, without its checks
+        return f"str, {len(value):,} chars" if kind is str else kind.__name__
+    return _describe(value)
+
+
+def _describe(value: Any) -> str:
     name = type(value).__name__
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) and all(isinstance(s, int) for s in shape):
@@ -210,7 +220,10 @@ def render_value(value: Any, redact: Redact = _identity, *, _depth: int = 0) -> 
             out = None
         if isinstance(out, str) and len(out) <= MAX_TEXT:
             return head + _scroll(redact(out))
-    text = repr(value) if isinstance(value, bytes) else pprint.pformat(value, width=100)
+    # (pformat of a plain number, bool or None is its repr, without building a PrettyPrinter: ~0.1 ms)
+    text = (
+        repr(value) if type(value) in _REPR_IS_PRETTY or isinstance(value, bytes) else pprint.pformat(value, width=100)
+    )
     return head + _pre(text, redact)
 
 
@@ -218,10 +231,20 @@ def short_value(name: str, value: Any, redact: Redact = _identity, limit: int = 
     """A compact HTML rendering of an input value (masked when ``name`` looks secret)."""
     if is_secret_name(name):
         return esc(MASK)
+    if type(value) in _PLAIN:  # what ``_short_value`` gives these exact types (their repr), without its checks
+        return _short_repr(value, redact, limit)
+    return _short_value(value, redact, limit)
+
+
+def _short_value(value: Any, redact: Redact, limit: int) -> str:
     if _module(value) == "pandas" or getattr(value, "shape", None) is not None:
         return f'<span class="nbflow-muted">{esc(describe(value))}</span>'
     if isinstance(value, Mapping):
         value = mask_mapping(value)
+    return _short_repr(value, redact, limit)
+
+
+def _short_repr(value: Any, redact: Redact, limit: int) -> str:
     text = redact(repr(value))
     if len(text) > limit:
         text = text[: limit - 1] + "…"

@@ -199,7 +199,7 @@ function render({ model, el }) {
     setZoom(e.deltaY < 0 ? 1.2 : 1 / 1.2);
   }, { passive: false });
   pane.addEventListener("keydown", (e) => {
-    const names = model.get("options") || [];
+    const names = optionNames();
     const i = names.indexOf(model.get("selected"));
     if (e.key === "ArrowDown" || e.key === "ArrowRight") pick(names[Math.min(i + 1, names.length - 1)], "key");
     else if (e.key === "ArrowUp" || e.key === "ArrowLeft") pick(names[Math.max(i - 1, 0)], "key");
@@ -267,7 +267,7 @@ function render({ model, el }) {
   search.addEventListener("keydown", (e) => {
     if (e.key !== "Enter") return;
     const q = search.value.trim().toLowerCase();
-    const found = (model.get("options") || []).find((n) => n.toLowerCase().includes(q));
+    const found = optionNames().find((n) => n.toLowerCase().includes(q));
     if (found) {
       pick(found, "search");
       scrollToNode(found);
@@ -284,8 +284,20 @@ function render({ model, el }) {
     const state = v[0] === "none" ? "not in run" : v[0];
     return `${symbols[state] || "·"} ${name} — ${state}`;
   }
+  // Every node's path, one a line (the kernel sends them once, as one string; a list from an older kernel).
+  let optionsText = null;
+  let optionsList = [];
+  function optionNames() {
+    const o = model.get("options");
+    if (typeof o !== "string") return o || [];
+    if (o !== optionsText) {
+      optionsText = o;
+      optionsList = o ? o.split("\n") : [];
+    }
+    return optionsList;
+  }
   function drawOptions() {
-    const names = model.get("options") || [];
+    const names = optionNames();
     selector.replaceChildren(...names.map((name) => h("option", { value: name }, optionLabel(name))));
     selector.value = model.get("selected");
   }

@@ -31,10 +31,11 @@ import secrets as _random
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anywidget
 import ipywidgets
@@ -49,6 +50,7 @@ from nbflow._engine.kernel import RunHandle
 from nbflow.widgets.graph_pane import (
     NodeLook,
     SvgTemplate,
+    escaped_paths,
     first_doc_lines,
     initial_collapse,
     looks,
@@ -58,7 +60,7 @@ from nbflow.widgets.graph_pane import (
     tries,
     visible_nodes,
 )
-from nbflow.widgets.redact import Redactor
+from nbflow.widgets.redact import Redactor, is_secret_name
 from nbflow.widgets.render import describe, render_value, short_value
 from nbflow.widgets.style import SYMBOLS, badge, chip, chips, esc
 from nbflow.widgets.throttle import Later, Throttle, call_later
@@ -66,7 +68,7 @@ from nbflow.widgets.tracebacks import traceback_html
 
 if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
-    from nbflow._record.run import NodeRecord, Run
+    from nbflow._record.run import NodeColumns, NodeRecord, Run
 
 __all__ = ["RunView"]
 
@@ -109,7 +111,9 @@ class RunView(anywidget.AnyWidget):
     problems = t.Unicode("").tag(sync=True)
     inspector = t.Unicode("").tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
-    options: t.List[Any] = t.List().tag(sync=True)  # every node's path, for the selector (sent once)
+    # every node's path, for the selector (sent once, as one line each: a list of 1,000 paths cost ipywidgets
+    # ~0.35 ms to look through for binary buffers and ~0.08 ms of JSON; paths are identifiers joined by ".")
+    options: t.List[Any] = t.List().tag(sync=True, to_json=lambda paths, _widget: "\n".join(paths))
     questions: t.List[Any] = t.List().tag(sync=True)
     answer_status = t.Dict().tag(sync=True)
     cancellable = t.Bool(False).tag(sync=True)
@@ -191,20 +195,19 @@ class RunView(anywidget.AnyWidget):
             status=run.status.value,
             subflows=subflow_paths(graph) if self._template is not None else [],
             collapsed=sorted(folded) if self._template is not None and folded else [],
+            # with the opening message too, not an update each right after it (~0.1 ms each)
+            _dom_classes=("nbflow-runview",),
+            header=self._header_html(run) if run.status is RunStatus.PENDING else "",
         )
         self.on_msg(self._on_msg)
-        self.add_class("nbflow-runview")
 
         self.redraws = 0
         self._throttle = Throttle(
             self._redraw, config.redraw_interval if interval is None else interval, clock=clock, later=later
         )
         self._unsubscribe: Callable[[], None] | None = None
-        with self.hold_sync():
-            if run.status is RunStatus.PENDING:
-                # Only the header now: the first event's poke draws the rest within one interval.
-                self.header = self._header_html(run)
-            else:
+        if run.status is not RunStatus.PENDING:  # (a pending run: only the header, sent above; the first
+            with self.hold_sync():  # event's poke draws the rest within one interval)
                 self._redraw()
         if not run.status.finished:
             # watched, not subscribed: node changes come as coalesced notices, no event is built (Run._watch)
@@ -434,32 +437,32 @@ class RunView(anywidget.AnyWidget):
         if self._unsubscribe is not None:
             run._arm()  # before reading the records: a change from now on notices this view again
         self.redraws += 1
-        # Every record once per redraw (with sub-flows' records under their paths), shared by the parts
-        # below: on a 1,000-node run each walk of the records costs ~0.3 ms.
-        walked = list(run.walk())
-        states = {r.status for _, r in walked}  # (one pass: most redraws have no failed/skipped/cancelled node)
+        # Every node's state straight from the run's columns (sub-flows' under their paths), no record
+        # made: on a 1,000-node run making every record cost ~1 ms of the last redraw's ~3.5. Records are
+        # made only for what is shown: the failed nodes (rare), the table's rows, the selected node.
+        columns = list(run._column_walk())
+        by_path = _states_by_path(columns)
+        states = set(by_path.values())  # (most redraws have no failed/skipped/cancelled node)
         failed = (
-            [(path, r) for path, r in walked if r.status is NodeStatus.FAILED and path in self._paths]
+            [(path, r) for path, r in run.walk() if r.status is NodeStatus.FAILED and path in self._paths]
             if NodeStatus.FAILED in states
             else []
         )
-        if not self._user_picked:
-            self._auto_select(run, failed)
         final = run.status.finished or run.status is RunStatus.PAUSED
         if final:
             self._collect_secrets(
-                run, walked
+                run, columns
             )  # secrets fed between nodes are redacted in tooltips and the snapshot too
         with self.hold_sync():
+            if not self._user_picked:
+                self._auto_select(run, failed)
             self.status = run.status.value
             self.header = self._header_html(run)
             self.problems = self._problems_html(run, failed, bool(states & _PASSED_OVER))
             if self._template is not None:
                 self._send_nodes(self._node_states(run), final)
             else:
-                self.table = table_html(
-                    self._paths, dict(walked).get, self.selected or None, self._redact, states=states
-                )
+                self.table = table_html(self._paths, self._record, self.selected or None, self._redact, states=by_path)
             if run.status.finished:
                 self.cancellable = False
             self._update_questions(run)
@@ -472,19 +475,21 @@ class RunView(anywidget.AnyWidget):
                 except Exception:  # the display went away (no kernel): the live view still works
                     pass
 
-    def _collect_secrets(self, run: Run, walked: list[tuple[str, NodeRecord]] | None = None) -> None:
+    def _collect_secrets(self, run: Run, columns: list[tuple[str, NodeColumns]] | None = None) -> None:
         """Remember the values of every secret-named input of every node (to redact them wherever they appear)."""
         collect = self._redact.collect
-        for _path, rec in run.walk() if walked is None else walked:
-            inputs = rec.inputs
-            if not inputs:
+        for _prefix, c in run._column_walk() if columns is None else columns:
+            if _holds_no_secret(c.inputs):
                 continue
-            # numbers, booleans and None hold no text to redact: skip them before the name checks (~90%
-            # of this cost on a 1,000-node run of numbers); most records hold nothing else, so look first
-            for v in inputs.values():
-                if not isinstance(v, _NO_TEXT):
-                    collect({k: v for k, v in inputs.items() if not isinstance(v, _NO_TEXT)})
-                    break
+            for inputs in c.inputs:
+                if not inputs:
+                    continue
+                # numbers, booleans and None hold no text to redact: skip them before the name checks (~90%
+                # of this cost on a 1,000-node run of numbers); most records hold nothing else, so look first
+                for v in inputs.values():
+                    if not isinstance(v, _NO_TEXT):
+                        collect({k: v for k, v in inputs.items() if not isinstance(v, _NO_TEXT)})
+                        break
 
     def _header_html(self, run: Run) -> str:
         elapsed = run.duration
@@ -521,12 +526,14 @@ class RunView(anywidget.AnyWidget):
         if len(failed) > _MAX_LISTED:
             lines.append(f'<div class="nbflow-err">… and {len(failed) - _MAX_LISTED} more failed nodes</div>')
         groups: dict[tuple[str, str], list[str]] = {}
-        for rec in run.nodes.values() if passed_over else ():
-            if rec.status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED):
-                reason = rec.skip_reason or ""
-                if rec.status is NodeStatus.SKIPPED and _not_taken(reason):
-                    continue
-                groups.setdefault((rec.status.value, reason), []).append(rec.name)
+        if passed_over:  # the run's own nodes' states from its columns: a record only for those passed over
+            _, c = next(run._column_walk())
+            for name, state in zip(c.names, c.status, strict=False):  # (see _states_by_path)
+                if state in _PASSED_OVER:
+                    reason = run.nodes[name].skip_reason or ""
+                    if state is NodeStatus.SKIPPED and _not_taken(reason):
+                        continue
+                    groups.setdefault((state.value, reason), []).append(name)
         for (status, reason), names in list(groups.items())[:_MAX_LISTED]:
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
             lines.append(
@@ -546,7 +553,8 @@ class RunView(anywidget.AnyWidget):
             return self._template.render(node_looks)
         if self.table or run is None:
             return self.table
-        return table_html(self._paths, self._record, self.selected or None, self._redact)
+        states = _states_by_path(list(run._column_walk()))  # (no record made for the order)
+        return table_html(self._paths, self._record, self.selected or None, self._redact, states=states)
 
     def _auto_select(self, run: Run, failed_records: list[tuple[str, NodeRecord]]) -> None:
         """Until the user picks a node, show the first failure, or the last node once the run is over."""
@@ -836,21 +844,20 @@ class RunView(anywidget.AnyWidget):
         rows = []
         if run is not None:
             self._collect_secrets(run)
-            for path, rec in run.walk():
-                if rec.status is NodeStatus.SUCCEEDED and rec.output is not MISSING:
-                    what = (
-                        esc(describe(rec.output))
-                        + " "
-                        + short_value(path.rpartition(".")[2], rec.output, self._redact, 120)
-                    )
-                elif rec.error is not None:
-                    what = f'<span style="color:#c92a2a">{esc(self._redact(f"{rec.error_type}: {rec.error}")[:300])}</span>'
+            shown = escaped_paths(self._graph)
+            redact = self._redact
+            for path, status, output, duration, error, skip_reason in _summary_rows(run):
+                if status is NodeStatus.SUCCEEDED and output is not MISSING:
+                    what = esc(describe(output)) + " " + short_value(path.rpartition(".")[2], output, redact, 120)
+                elif error is not None:
+                    what = f'<span style="color:#c92a2a">{esc(redact(f"{type(error).__name__}: {error}")[:300])}</span>'
                 else:
-                    what = esc(self._redact(rec.skip_reason or ""))
-                took = "" if rec.duration is None else f"{rec.duration:.3f}s"
+                    what = esc(redact(skip_reason or ""))
+                took = "" if duration is None else f"{duration:.3f}s"
                 rows.append(
-                    f'<tr><td style="padding:1px 8px">{chip(rec.status.value)}</td><td style="padding:1px 8px"><b>'
-                    f'{esc(path)}</b></td><td style="padding:1px 8px">{took}</td><td style="padding:1px 8px">{what}</td></tr>'
+                    f'<tr><td style="padding:1px 8px">{chip(status.value)}</td><td style="padding:1px 8px"><b>'
+                    f'{shown.get(path) or esc(path)}</b></td><td style="padding:1px 8px">{took}</td>'
+                    f'<td style="padding:1px 8px">{what}</td></tr>'
                 )
         table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
         picture = self.graph_html()
@@ -892,6 +899,54 @@ def _hide_dead_widget(snapshot_id: str) -> str:
         f"<style>{after}:has(> .jp-OutputArea-output.jupyter-widgets) {{ display: none; }} "
         f"{after} > .jp-OutputArea-output:not(:has(*)) {{ display: none; }}</style>"
     )
+
+
+def _summary_rows(run: Run) -> Iterator[tuple[str, NodeStatus, Any, float | None, BaseException | None, str | None]]:
+    """``(path, status, output, duration, error, skip_reason)`` of every node in ``walk``'s order: for a run
+    without sub-runs, a plain node (no rare field set) straight from the run's columns (``Run._plain_nodes``),
+    no record made; every other node from its record."""
+    if len(list(run._column_walk())) > 1:
+        for path, rec in run.walk():
+            yield path, rec.status, rec.output, rec.duration, rec.error, rec.skip_reason
+        return
+    for item in run._plain_nodes():
+        if type(item) is tuple:
+            name, status, output, started, finished, _ran, _inputs = item
+            # (NodeRecord.duration's rule: both times known)
+            yield name, status, output, None if started is None or finished is None else finished - started, None, None
+        else:
+            rec = cast("NodeRecord", item)
+            yield rec.name, rec.status, rec.output, rec.duration, rec.error, rec.skip_reason
+
+
+def _states_by_path(columns: list[tuple[str, NodeColumns]]) -> dict[str, NodeStatus]:
+    """Each node's state by path (``"sub.node"`` inside a sub-flow) from ``Run._column_walk``'s columns."""
+    by_path: dict[str, NodeStatus] = {}
+    for prefix, c in columns:
+        # not strict: a node being added (NodeColumns.add, in the thread of a blocking ``flow.run``) has its
+        # name before its state; it shows at the next redraw
+        by_path.update(zip([prefix + n for n in c.names] if prefix else c.names, c.status, strict=False))
+    return by_path
+
+
+_PLAIN_TYPES = frozenset({int, float, complex, bool, type(None), str})
+_JUST_DICT = frozenset({dict})
+
+
+def _holds_no_secret(inputs: list[Mapping[str, Any] | None]) -> bool:
+    """True when none of these node inputs can hold a secret: every value a number, bool, None or plain
+    ``str`` (not an ``nf.Secret``, no container) under a name that does not look secret.
+
+    Read in C over the whole column (a 1,000-node run of numbers: ~0.25 ms, ~0.43 node by node); when it
+    says False, ``_collect_secrets`` looks node by node as before, so what is collected is the same.
+    """
+    present = cast("list[dict[str, Any]]", list(filter(None, inputs)))
+    if not _JUST_DICT.issuperset(map(type, present)):
+        return False
+    if not _PLAIN_TYPES.issuperset(map(type, chain.from_iterable(map(dict.values, present)))):
+        return False
+    names = set(chain.from_iterable(present))
+    return not any(map(is_secret_name, names))
 
 
 def _look_state(look: NodeLook) -> list[str]:

@@ -168,6 +168,14 @@ def _last(kernel: Kernel, comm_id: str, trait: str) -> Any:
     return value
 
 
+def _options(state: dict[str, Any]) -> list[str]:
+    """The node paths a run view sent for its selector (one a line; a list from an older view)."""
+    options = state.get("options") or []
+    names = options.split("\n") if isinstance(options, str) else [o[0] if isinstance(o, list) else o for o in options]
+    assert names, "the view sent its nodes"
+    return names
+
+
 def _text(msg: dict[str, Any]) -> str:
     parts = [json.dumps(msg["content"], default=str, ensure_ascii=False)]
     for buf in msg.get("buffers") or []:
@@ -183,7 +191,7 @@ def test_no_message_to_the_browser_and_no_file_holds_a_secret(tmp_path):
         views = kernel.comms(anywidget_id="nbflow.widgets.run_view.RunView")
         assert len(views) >= 2, "the live run view and the run's display"
         for comm_id, state in views.items():
-            for node in [o[0] if isinstance(o, list) else o for o in state.get("options") or []]:
+            for node in _options(state):
                 kernel.send_custom(comm_id, {"kind": "select", "node": node})
             kernel.send_custom(comm_id, {"kind": "timeline"})
         kernel.drain()
@@ -205,7 +213,7 @@ def test_no_message_to_the_browser_and_no_file_holds_a_secret(tmp_path):
         opened_views = kernel.comms(anywidget_id="nbflow.widgets.run_view.RunView")
         for comm_id, state in opened_views.items():  # the rows' run views the explorer opened
             if comm_id not in views:
-                for node in [o[0] if isinstance(o, list) else o for o in state.get("options") or []]:
+                for node in _options(state):
                     kernel.send_custom(comm_id, {"kind": "select", "node": node})
         kernel.drain(quiet=3.0)
     finally:

@@ -198,3 +198,48 @@ def test_a_failed_lean_node_has_its_error_on_the_record_and_the_attempt() -> Non
     assert rec.attempts[0].error is rec.error and "ValueError: bad 3" in (rec.traceback or "")
     assert run.errors == {"boom": rec.error}
     assert run.counts() == {"failed": 1}
+
+
+def test_column_walk_reads_every_node_of_the_run_and_its_sub_runs_as_walk_does() -> None:
+    """``Run._column_walk`` (the live view's last redraw reads it): the same paths, states and inputs as
+    ``walk``, nested sub-flows included, and no record made."""
+    inner = nf.Flow("inner")
+
+    @inner.node
+    def clean(text: str) -> str:
+        return text.strip()
+
+    @inner.node
+    def shout(clean: str) -> str:
+        if clean == "boom":
+            raise ValueError("boom")
+        return clean.upper()
+
+    middle = nf.Flow("middle")
+
+    @middle.node
+    def pre(text: str) -> str:
+        return text
+
+    middle.add(inner, name="deep", inputs={"text": "pre"}, output="shout")
+    outer = nf.Flow("outer")
+
+    @outer.node
+    def doc(word: str) -> str:
+        return word
+
+    outer.add(middle, name="mid", inputs={"text": "doc"}, output="deep")
+    outer.add(inner, name="side", inputs={"text": "doc"}, output="shout")
+    for word in ("  hi ", "boom"):
+        run = outer.run(word=word, show=False)
+        walked = {path: (rec.status, dict(rec.inputs)) for path, rec in run.walk()}
+        assert {"mid.deep.shout", "side.clean"} <= walked.keys()
+        gc.collect()
+        made = sum(1 for r in gc.get_objects() if type(r) is nf.NodeRecord)
+        columns = {
+            prefix + name: (status, dict(inputs or {}))
+            for prefix, c in run._column_walk()
+            for name, status, inputs in zip(c.names, c.status, c.inputs, strict=True)
+        }
+        assert columns == walked
+        assert sum(1 for r in gc.get_objects() if type(r) is nf.NodeRecord) == made  # no record was made
