@@ -49,6 +49,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import countOf
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
@@ -420,7 +421,7 @@ class BatchStore:
         encodes it). The group commit's fast path: positional, no encoder call per cell."""
         if type(data) is not dict or not _AS_IS.issuperset(map(type, data.values())):
             return None
-        return _prepared(batch_id, index, run_id, status, json_text(data), key, fingerprint, run)
+        return _prepared(batch_id, index, run_id, status, _plain_json(data), key, fingerprint, run)
 
     def write_rows(self, rows: Iterable[PreparedRow]) -> None:
         """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
@@ -679,7 +680,7 @@ _new_prepared = tuple.__new__  # (PreparedRow(args, run) runs a Python-level __n
 def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
     """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
     if not secret_columns and not red and type(data) is dict and _AS_IS.issuperset(map(type, data.values())):
-        return json_text(data)  # every cell a plain scalar (the common row): the row is its own JSON
+        return _plain_json(data)  # every cell a plain scalar (the common row): the row is its own JSON
     secret = set(secret_columns) if secret_columns else ()
     encoded = {}
     for k, v in data.items():
@@ -698,6 +699,41 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
 
 
 _AS_IS = frozenset({int, float, bool, str, type(None)})  # cells stored as they are when nothing is redacted
+
+
+def _plain_json(data: dict[str, Any]) -> str:
+    """The JSON text of a row whose every cell is an exact built-in scalar (``_AS_IS``).
+
+    orjson writes it in ~0.3 µs where the standard library's C encoder takes ~2.4-4 (for a 9-column row: most of
+    what encoding a stored row cost). Its text differs only where JSON allows (no spaces, UTF-8 rather than
+    ``\\u`` escapes): ``json.loads`` reads back the same values. Where orjson would write something else, the
+    standard encoder writes the row: NaN and infinities (orjson writes ``null``; detected as more ``null``
+    tokens than the row has None cells, which a text holding "null" also triggers), an int beyond 64 bits, a
+    string that is not valid Unicode (a lone surrogate), a key that is not a str.
+    """
+    fast = _ORJSON[0] if _ORJSON else _load_orjson()
+    if fast is not None:
+        try:
+            out: bytes = fast(data)
+        except TypeError:  # orjson.JSONEncodeError (a TypeError): the standard encoder takes the row
+            pass
+        else:
+            if out.count(b"null") == countOf(data.values(), None):
+                return out.decode()
+    return json_text(data)
+
+
+_ORJSON: list[Callable[[Any], bytes] | None] = []  # [orjson.dumps, or None without orjson], once known
+
+
+def _load_orjson() -> Callable[[Any], bytes] | None:
+    try:  # on first use: ``import nbflow`` does not pay for it
+        import orjson
+    except ImportError:  # (a dependency of nbflow; without it rows are written by the standard encoder)
+        _ORJSON.append(None)
+    else:
+        _ORJSON.append(orjson.dumps)
+    return _ORJSON[0]
 
 
 def _json_exact(value: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import sqlite3
 
 import numpy as np
@@ -131,3 +132,67 @@ def test_rows_of_every_kind_read_back_as_before(tmp_path):
     assert values["secret"] == "<redacted: secret not stored>"
     assert values["none"] is None
     assert b"sk-live-0123456789" not in path.read_bytes()
+
+
+_EDGE = {
+    "nan": float("nan"),
+    "inf": float("inf"),
+    "-inf": float("-inf"),
+    "big": 2**70,
+    "-big": -(2**64),
+    "int64": 2**63 - 1,
+    "null-text": "null",
+    "null-in-text": "not null at all",
+    "accents": "café, naïve ✓",
+    "surrogate": "a\ud800b",
+    "quote": 'say "hi"\n\\',
+    "none": None,
+    "float": 0.1 + 0.2,
+    "true": True,
+}
+
+
+def _edge_batch(path: str) -> dict[str, object]:
+    flow = nf.Flow("edges")
+
+    @flow.node
+    def out(kind: str) -> object:
+        return _EDGE[kind]
+
+    frame = flow.batch([{"kind": k} for k in _EDGE], store=path, progress=False, keep="none")
+    assert frame["status"].tolist() == ["succeeded"] * len(_EDGE)
+    stored = nf.load_batch(path, frame.attrs["batch_id"])
+    return dict(zip(stored["kind"], stored["out"], strict=True))
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and a != a:
+        return b != b
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "standard encoder"])
+def test_plain_cells_read_back_exactly_whichever_encoder_wrote_them(tmp_path, monkeypatch, fast):
+    """A plain row's JSON is orjson's unless orjson would write something else (NaN, infinities, ints beyond
+    64 bits, a lone surrogate): each value reads back with its type and value, with and without orjson."""
+    from nbflow._store import batch_store
+
+    if not fast:
+        monkeypatch.setattr(batch_store, "_ORJSON", [None])
+    back = _edge_batch(str(tmp_path / "runs.db"))
+    for kind, value in _EDGE.items():
+        assert _same(back[kind], value), (kind, back[kind], value)
+
+
+def test_the_row_text_is_orjson_s_only_where_it_reads_back_the_same(tmp_path):
+    from nbflow._store.batch_store import _plain_json
+    from nbflow._store.pickling import json_text
+
+    for kind, value in _EDGE.items():
+        row = {"kind": kind, "out": value, "status": "succeeded"}
+        text = _plain_json(row)
+        assert text == json_text(row) or text.startswith('{"kind":'), kind
+        decoded = json.loads(text)
+        assert _same(decoded["out"], value), kind
+    assert _plain_json({"a": 1, "b": None, "c": "x"}) == '{"a":1,"b":null,"c":"x"}'  # orjson's: it is used
+    assert _plain_json({"a": float("nan")}) == '{"a": NaN}'  # the standard encoder's
