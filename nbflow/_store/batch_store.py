@@ -49,6 +49,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import countOf
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
@@ -397,9 +398,30 @@ class BatchStore:
 
         Raises UnstorableValue for a value that cannot be encoded.
         """
+        if not secret_columns and not secrets:
+            row = self.plain_row(batch_id, index, run_id, status, data, key, fingerprint, run)
+            if row is not None:
+                return row
         text = encode_row(data, secret_columns, Redactor(secrets) if secrets else None)
-        args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
-        return PreparedRow(args, run)
+        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run)
+
+    @staticmethod
+    def plain_row(
+        batch_id: str,
+        index: int,
+        run_id: str | None,
+        status: str,
+        data: Mapping[str, Any],
+        key: str | None = None,
+        fingerprint: str | None = None,
+        run: Run | None = None,
+    ) -> PreparedRow | None:
+        """``prepare_row`` of a row with no secret (no secret column, no secret text to redact) whose every cell
+        is a plain scalar (the common row: its JSON is the row itself); None for any other row (``prepare_row``
+        encodes it). The group commit's fast path: positional, no encoder call per cell."""
+        if type(data) is not dict or not _AS_IS.issuperset(map(type, data.values())):
+            return None
+        return _prepared(batch_id, index, run_id, status, _plain_json(data), key, fingerprint, run)
 
     def write_rows(self, rows: Iterable[PreparedRow]) -> None:
         """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
@@ -420,21 +442,25 @@ class BatchStore:
             args: dict[int, tuple[Any, ...]] = {}  # rowid -> the row's values, in order
             keys = self._stored_keys(cur)
             rowid = self._last or cur.execute("SELECT max(rowid) FROM batch_rows").fetchone()[0] or 0
+            last = None  # the batch of the row before (a group's rows are one batch's): its keys are at hand
+            stored: dict[str, int] = {}
+            new: dict[str, int] = {}
             for row in rows:
-                a = row.args
+                a = row[0]
                 batch_id, key = a[0], a[1]
-                stored = keys.get(batch_id)
-                if stored is None:
-                    if len(keys) >= _KEYS_KEPT:  # a long-lived store object: the keys of a few batches at most
-                        keys.clear()
-                        self._top.clear()
-                        self._stale.clear()
-                    stored = self._load_keys(cur, batch_id)
-                elif batch_id in self._stale:
-                    stored = self._refresh(cur, batch_id, stored)
-                new = added.get(batch_id)
-                if new is None:
-                    new = added[batch_id] = {}
+                if batch_id != last:
+                    last = batch_id
+                    found = keys.get(batch_id)
+                    if found is None:
+                        if len(keys) >= _KEYS_KEPT:  # a long-lived store object: the keys of a few batches at most
+                            keys.clear()
+                            self._top.clear()
+                            self._stale.clear()
+                        found = self._load_keys(cur, batch_id)
+                    elif batch_id in self._stale:
+                        found = self._refresh(cur, batch_id, found)
+                    stored = found
+                    new = added.setdefault(batch_id, {})
                 if key in new:  # the same row twice in one group: the later try wins
                     args[new[key]] = (new[key], *a)
                     continue
@@ -447,7 +473,7 @@ class BatchStore:
             if replaced:
                 cur.executemany(_DELETE_SQL, replaced)
             cur.executemany(_ROW_SQL, args.values())
-            runs = [row.run for row in rows if row.run is not None]
+            runs = [row[1] for row in rows if row[1] is not None]
             if runs:
                 if not self._runs_ready:
                     ensure_schema(self._db, self.path)
@@ -633,14 +659,28 @@ class BatchStore:
         return f"<nbflow BatchStore {self.path!r}>"
 
 
+def _prepared(
+    batch_id: str,
+    index: int,
+    run_id: str | None,
+    status: str,
+    text: str,
+    key: str | None,
+    fingerprint: str | None,
+    run: Run | None,
+) -> PreparedRow:
+    """The row's values in ``_ROW_SQL``'s order (after its rowid), ``text`` its encoded data."""
+    args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
+    return _new_prepared(PreparedRow, (args, run))
+
+
+_new_prepared = tuple.__new__  # (PreparedRow(args, run) runs a Python-level __new__: ~0.3 µs a row)
+
+
 def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
     """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
-    if not secret_columns and not red and type(data) is dict:
-        for v in data.values():
-            if type(v) not in _AS_IS:
-                break
-        else:  # every cell a plain scalar (the common row): the row is its own JSON
-            return json_text(data)
+    if not secret_columns and not red and type(data) is dict and _AS_IS.issuperset(map(type, data.values())):
+        return _plain_json(data)  # every cell a plain scalar (the common row): the row is its own JSON
     secret = set(secret_columns) if secret_columns else ()
     encoded = {}
     for k, v in data.items():
@@ -659,6 +699,41 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
 
 
 _AS_IS = frozenset({int, float, bool, str, type(None)})  # cells stored as they are when nothing is redacted
+
+
+def _plain_json(data: dict[str, Any]) -> str:
+    """The JSON text of a row whose every cell is an exact built-in scalar (``_AS_IS``).
+
+    orjson writes it in ~0.3 µs where the standard library's C encoder takes ~2.4-4 (for a 9-column row: most of
+    what encoding a stored row cost). Its text differs only where JSON allows (no spaces, UTF-8 rather than
+    ``\\u`` escapes): ``json.loads`` reads back the same values. Where orjson would write something else, the
+    standard encoder writes the row: NaN and infinities (orjson writes ``null``; detected as more ``null``
+    tokens than the row has None cells, which a text holding "null" also triggers), an int beyond 64 bits, a
+    string that is not valid Unicode (a lone surrogate), a key that is not a str.
+    """
+    fast = _ORJSON[0] if _ORJSON else _load_orjson()
+    if fast is not None:
+        try:
+            out: bytes = fast(data)
+        except TypeError:  # orjson.JSONEncodeError (a TypeError): the standard encoder takes the row
+            pass
+        else:
+            if out.count(b"null") == countOf(data.values(), None):
+                return out.decode()
+    return json_text(data)
+
+
+_ORJSON: list[Callable[[Any], bytes] | None] = []  # [orjson.dumps, or None without orjson], once known
+
+
+def _load_orjson() -> Callable[[Any], bytes] | None:
+    try:  # on first use: ``import nbflow`` does not pay for it
+        import orjson
+    except ImportError:  # (a dependency of nbflow; without it rows are written by the standard encoder)
+        _ORJSON.append(None)
+    else:
+        _ORJSON.append(orjson.dumps)
+    return _ORJSON[0]
 
 
 def _json_exact(value: Any) -> bool:

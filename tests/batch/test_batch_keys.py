@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import json
 import math
+import warnings
 from typing import Any
 
 from hypothesis import given, settings
@@ -83,7 +84,12 @@ def test_keys_and_batch_id_match_the_formula_earlier_stores_were_written_with(
     flow = _flow()
     rows = [{"x": x, **{c: f"{c}-{i}" for c in extra}} for i, x in enumerate(xs)]
     variants = {"prompt": {"terse": "Be terse.", "long": "Explain."}} if grid else None
-    cases = prepare_cases(flow.graph, rows, None, variants, None, labels=["note", "Label"] if extra else None)
+    with warnings.catch_warnings():
+        # Hypothesis reuses a text it made an nf.Secret of (8+ characters: registered) as a plain cell in a
+        # later example: the batch marks it secret again and warns (docs/batch.md). The reference below sees
+        # the cell as the batch does (``case.row``), so the keys are still checked.
+        warnings.filterwarnings("ignore", "batch rows: column.*hold the text of an nf.Secret", nf.NbflowWarning)
+        cases = prepare_cases(flow.graph, rows, None, variants, None, labels=["note", "Label"] if extra else None)
     known = assign_keys(cases)
     seen: dict[str, int] = {}
     for case in cases.cases:
