@@ -56,6 +56,15 @@ def checkout(rev: str, into: pathlib.Path) -> None:
         path.write_text(text)
 
 
+def import_before(rev: str, into: pathlib.Path) -> Any:
+    """nbflow at ``rev``, imported as ``nbflow_before`` (``checkout`` into ``into``, which goes on ``sys.path``)."""
+    checkout(rev, into)
+    sys.path.insert(0, str(into))
+    import nbflow_before  # type: ignore[import-not-found]
+
+    return nbflow_before
+
+
 def _current_modules() -> set[str]:
     return {m for m in sys.modules if m == "nbflow" or m.startswith("nbflow.")}
 
@@ -109,10 +118,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        checkout(args.before, pathlib.Path(tmp))
-        sys.path.insert(0, tmp)
-        import nbflow_before  # type: ignore[import-not-found]
-
+        nbflow_before = import_before(args.before, pathlib.Path(tmp))
         import nbflow
 
         out = asyncio.run(compare(nbflow_before, nbflow, args.rows, args.concurrency, args.rounds))

@@ -190,11 +190,9 @@ def main() -> None:
         before = None
         if args.before:
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            from batch_ab import checkout
+            from batch_ab import import_before
 
-            checkout(args.before, pathlib.Path(tmp))
-            sys.path.insert(0, tmp)
-            import nbflow_before as before  # type: ignore[import-not-found]
+            before = import_before(args.before, pathlib.Path(tmp))
         r = asyncio.run(measure(args.rows, args.concurrency, args.repeat, args.keep, args.no_gc, before))
     print(
         f"store= cost per row: {args.rows} rows, concurrency {args.concurrency}, median of {args.repeat}, "

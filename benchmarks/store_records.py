@@ -61,13 +61,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         libs: dict[str, Any] = {"nbflow": nf}
         if args.before:
-            from batch_ab import checkout
+            from batch_ab import import_before
 
-            checkout(args.before, pathlib.Path(tmp))
-            sys.path.insert(0, tmp)
-            import nbflow_before  # type: ignore[import-not-found]
-
-            libs["nbflow_before"] = nbflow_before
+            libs["nbflow_before"] = import_before(args.before, pathlib.Path(tmp))
         runs = {name: kept_runs(lib, args.runs) for name, lib in libs.items()}
         for name in libs:  # every module the write uses, loaded before timing
             __import__(f"{name}._store.checkpoint")

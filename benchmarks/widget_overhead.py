@@ -264,12 +264,10 @@ if __name__ == "__main__":
         before = None
         if args.before:
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            from batch_ab import checkout
+            from batch_ab import import_before
 
-            checkout(args.before, pathlib.Path(tmp))
-            sys.path.insert(0, tmp)
-            import nbflow_before as before  # type: ignore[import-not-found]
-            import nbflow_before.widgets
+            before = import_before(args.before, pathlib.Path(tmp))
+            import nbflow_before.widgets  # type: ignore[import-not-found]  # noqa: F401  (loads before.widgets)
 
             if before.widgets.RunView is RunView:
                 raise SystemExit("the older tree imported the current widgets; extend batch_ab._REWRITES")

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from typing import Any
 
 import nbflow as nf
 from nbflow._store.batch_store import BatchStore
-
-
-def _on_disk(path: str) -> set[int]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return {i for (i,) in db.execute("SELECT row_index FROM batch_rows")}
-    except sqlite3.OperationalError:  # the table is not there yet
-        return set()
-    finally:
-        db.close()
+from tests.helpers.store_files import rows_on_disk
 
 
 def test_a_worker_starts_no_row_before_its_finished_rows_are_on_disk(tmp_path):
@@ -27,7 +17,7 @@ def test_a_worker_starts_no_row_before_its_finished_rows_are_on_disk(tmp_path):
 
     @flow.node
     async def work(i: int) -> int:
-        seen[i] = _on_disk(path)  # another connection: only committed rows are visible
+        seen[i] = rows_on_disk(path)  # another connection: only committed rows are visible
         await asyncio.sleep(0)
         return i
 
@@ -94,6 +84,6 @@ def test_cancelling_the_batch_while_a_group_commits_loses_no_finished_row(tmp_pa
     finished = set(frame.index[frame["status"] == "succeeded"])
     assert set(range(10)) <= finished  # the first wave was committed before the cancel
     assert finished - set(range(10)), frame["status"].tolist()  # rows that waited for their commit when cancelled
-    assert finished <= _on_disk(path), f"rows reported succeeded but not stored: {finished - _on_disk(path)}"
+    assert finished <= rows_on_disk(path), f"rows reported succeeded but not stored: {finished - rows_on_disk(path)}"
     stored = BatchStore(path).load(BatchStore(path).batches()[-1]["batch_id"])
     assert sorted(stored["work"].dropna().astype(int).tolist()) == sorted(i * 3 for i in finished)

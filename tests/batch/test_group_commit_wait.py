@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import sqlite3
 
 import numpy as np
 import pytest
@@ -15,16 +14,7 @@ import pytest
 import nbflow as nf
 from nbflow._batch.rows import _Commit
 from nbflow._core.errors import StoreError
-
-
-def _on_disk(path: str) -> set[int]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return {i for (i,) in db.execute("SELECT row_index FROM batch_rows")}
-    except sqlite3.OperationalError:  # the table is not there yet
-        return set()
-    finally:
-        db.close()
+from tests.helpers.store_files import rows_on_disk
 
 
 def test_with_many_workers_none_starts_a_row_before_its_own_finished_rows_are_on_disk(tmp_path):
@@ -37,7 +27,7 @@ def test_with_many_workers_none_starts_a_row_before_its_own_finished_rows_are_on
     async def work(i: int) -> int:
         task = id(asyncio.current_task())
         mine = done_by.setdefault(task, [])
-        checks.append((i, set(mine), _on_disk(path)))  # another connection: only committed rows are visible
+        checks.append((i, set(mine), rows_on_disk(path)))  # another connection: only committed rows are visible
         await asyncio.sleep(0.001 * (i % 3))  # rows finish in different turns, several per turn
         mine.append(i)
         return i
