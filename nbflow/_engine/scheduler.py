@@ -98,6 +98,7 @@ class _Program:
         "deps",
         "down",
         "gnodes",
+        "hot",
         "lean",
         "many",
         "names",
@@ -157,6 +158,18 @@ class _Program:
         # The return check, and the builtin type whose exact values it returns as they are (no call).
         self.returns = [g.check_return for g in self.gnodes]
         self.returns_as_is = [getattr(g.check_return, "exact", None) for g in self.gnodes]
+        # What ``plain_loop`` reads of the program, in one tuple (one unpack per worker).
+        self.hot = (
+            self.gnodes,
+            deps,
+            self.down,
+            self.simple,
+            one,
+            many,
+            self.by_position,
+            self.returns,
+            self.returns_as_is,
+        )
         # A chain: node i is fed by node i - 1 alone (and flow inputs), every node plain and on the lean
         # path. A fresh run of it needs none of the scheduler's bookkeeping (``execute``, ``plain_loop``).
         n = len(names)
@@ -474,23 +487,15 @@ class _Scheduler:
         """The loop a worker runs, starting at node ``i`` (a coroutine: no frame of its own in between)."""
         return self.policy_loop(i, where) if self.special else self.plain_loop(i, where)
 
-    async def plain_loop(self, i: int, where: WorkerContext) -> None:
+    async def plain_loop(self, i: int, where: WorkerContext, breath: float | None = None, epoch: float = 0.0) -> None:
         """The worker of a run without per-node policies: node after node, as long as one is ready.
 
         A lean node (lean.py) is run here, written out: the worker calls it, drives its coroutine
         and writes the run's columns itself. This loop is the engine's hot path: every name it
         uses per node is a local, and what is rare (events, waits, failures) is a call away.
+        ``breath`` and ``epoch``: the clocks as ``execute`` just read them (None: read them here).
         """
-        prog = self.prog
-        gnodes = prog.gnodes
-        deps = prog.deps
-        down = prog.down
-        simple = prog.simple
-        one = prog.one
-        many = prog.many
-        args_by_position = prog.by_position
-        returns = prog.returns
-        returns_as_is = prog.returns_as_is
+        gnodes, deps, down, simple, one, many, args_by_position, returns, returns_as_is = self.prog.hot
         bad = self.bad
         cols = self.cols
         lean = self.lean
@@ -509,8 +514,9 @@ class _Scheduler:
         modules = sys.modules
         config = _config
         budget = _INLINE_BUDGET
-        breath = _perf()
-        epoch = _time() - breath  # epoch seconds = perf_counter() + epoch: one clock read per node start
+        if breath is None:
+            breath = _perf()
+            epoch = _time() - breath  # epoch seconds = perf_counter() + epoch: one clock read per node start
         last = len(gnodes) - 1 if self.chain else -1  # a chain run's last node (-1: not a chain run)
         while True:
             g = gnodes[i]
@@ -550,10 +556,15 @@ class _Scheduler:
                                 kwargs[param] = check(kwargs[param])
                         guard = MutationCheck(spec.name, kwargs) if config.check_mutation else None
                         args = kwargs  # (a node's own views of shared frames and arrays: isolation.py)
-                        if ("pandas" in modules or "numpy" in modules) and (
-                            arg is None or type(kwargs[arg[0]]) not in PLAIN_TYPES  # (a plain value: nothing to do)
-                        ):
-                            args = isolate_inputs(kwargs)
+                        if "pandas" in modules or "numpy" in modules:
+                            if arg is not None:
+                                if type(kwargs[arg[0]]) not in PLAIN_TYPES:  # (a plain value: nothing to do)
+                                    args = isolate_inputs(kwargs)
+                            else:
+                                for value in kwargs.values():  # (isolate_inputs' own check, without the call)
+                                    if type(value) not in PLAIN_TYPES:
+                                        args = isolate_inputs(kwargs)
+                                        break
                         # Awaited right here: a node that does not wait runs to its end without a
                         # loop turn (and without the StopIteration of a coroutine stepped by hand).
                         if spec.is_async:
@@ -788,8 +799,10 @@ async def execute(
             run.status = _RUN_RUNNING
         elif run.status is not _RUN_RUNNING:  # a resume claims RUNNING before it gets here
             run._to(_RUN_RUNNING)
-    run.started_at = run.started_at or time.time()
-    t0 = time.perf_counter() - (time.time() - run.started_at)
+    now = _time()
+    breath = _perf()
+    started = run.started_at = run.started_at or now
+    t0 = breath - (now - started)  # the run's start on the perf_counter clock
     if run._subscribers or run._watchers:
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
     deadline = None if timeout is None else asyncio.get_running_loop().call_later(timeout, sched.on_deadline, timeout)
@@ -811,7 +824,10 @@ async def execute(
             ACTIVE[task] = where
             CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node, of where.run
             try:
-                await sched.node_loop(first, where)
+                if chain:  # (node_loop's choice, known: no policies) with the clocks just read
+                    await sched.plain_loop(0, where, breath, now - breath)
+                else:
+                    await sched.node_loop(first, where)
             finally:
                 where.i = -1
                 if outer is not None:

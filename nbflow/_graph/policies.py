@@ -7,7 +7,7 @@ written); applying them is the engine's (``engine/policy.py``), imported at the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
@@ -41,10 +41,11 @@ class FlowPolicies:
     handles: Mapping[str, str]  # handler -> the node whose failure it handles
     clock: Clock = SYSTEM_CLOCK
     cache: CachePlan | None = None  # node caching (engine/caching.py); None: off
+    # Whether any of it is in play (False: the engine's plain rules); read once per run, so set once here.
+    active: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def active(self) -> bool:
-        return bool(self.nodes or self.handles) or self.cache is not None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "active", bool(self.nodes or self.handles) or self.cache is not None)
 
     def continues(self, name: str) -> bool:
         pol = self.nodes.get(name)
