@@ -148,3 +148,33 @@ def test_config_rejects_non_bool_switches():
         nf.config.check_mutation = "yes"  # type: ignore[assignment]
     with pytest.raises(nf.ConfigError, match="process_workers"):
         nf.config.process_workers = 0
+
+
+def test_a_flow_input_frame_is_isolated_for_each_node_and_for_the_caller():
+    """A node fed by a flow input (not by another node) gets its own view of a frame or an array too: the
+    caller's objects and the sibling reading the same input see them unchanged (chain and fan-out runs)."""
+    flow = nf.Flow("iso_input")
+
+    @flow.node
+    def vandal(df: pd.DataFrame, arr: np.ndarray, k: int) -> int:
+        df.loc[0, "a"] = 999
+        df["extra"] = 1
+        try:
+            arr[0] = 999
+        except ValueError:  # read-only: numpy's own refusal
+            return -k
+        return k
+
+    @flow.node
+    def sibling(df: pd.DataFrame, vandal: int) -> list[int]:
+        return df["a"].tolist()
+
+    df = pd.DataFrame({"a": [1, 2, 3]})
+    arr = np.array([1, 2, 3])
+    for _ in range(3):  # the first calls in a thread, then inline once the nodes proved quick
+        run = flow.run({"df": df, "arr": arr, "k": 5}, show=False)
+        assert run.status is nf.RunStatus.SUCCEEDED, {n: r.error for n, r in run.nodes.items()}
+        assert run["vandal"] == -5
+        assert run["sibling"] == [1, 2, 3]
+    assert df["a"].tolist() == [1, 2, 3] and list(df.columns) == ["a"]
+    assert arr.tolist() == [1, 2, 3] and arr.flags.writeable
