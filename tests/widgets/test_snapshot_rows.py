@@ -53,6 +53,16 @@ def plain(n: int) -> nf.Flow:
     return flow
 
 
+async def started(flow: nf.Flow, running: int) -> tuple[Any, RunView]:
+    """The flow started with a view, once ``running`` of its nodes are running."""
+    handle = flow.start(show=False)
+    view = RunView(handle, interval=60)
+    with anyio.fail_after(10):
+        while handle.run.counts().get("running", 0) < running:
+            await anyio.sleep(0.01)
+    return handle, view
+
+
 @pytest.mark.parametrize("n", [3, SNAPSHOT_ROWS], ids=["3 nodes", "the bound"])
 async def test_a_run_up_to_the_bound_lists_every_node_and_no_more_line(comm_log: list[Any], n: int) -> None:
     run = await plain(n).arun(show=False)
@@ -118,11 +128,7 @@ async def test_cancelled_nodes_past_the_bound_are_listed(comm_log: list[Any]) ->
             await anyio.sleep_forever()
             return 1
 
-    handle = flow.start(show=False)
-    view = RunView(handle, interval=60)
-    with anyio.fail_after(10):
-        while handle.run.counts().get("running", 0) < 3:
-            await anyio.sleep(0.01)
+    handle, view = await started(flow, running=3)
     handle.cancel()
     run = await handle
     html = view.snapshot_html()
@@ -139,11 +145,7 @@ async def test_a_running_node_past_the_bound_is_listed_while_it_runs(comm_log: l
         await gate.wait()
         return 1
 
-    handle = flow.start(show=False)
-    view = RunView(handle, interval=60)
-    with anyio.fail_after(10):
-        while handle.run.nodes["slow"].status is not nf.NodeStatus.RUNNING:
-            await anyio.sleep(0.01)
+    handle, view = await started(flow, running=1)
     assert "slow" in listed(view.snapshot_html())
     gate.set()
     await handle
