@@ -20,7 +20,7 @@ per-node deltas (only the nodes that changed), in the same run.
 without and with their own view, so the machine's load hits them alike; each tree's ratio is its own.
 
 ``--shown``: the view as a notebook shows it (``view.show()``, what ``flow.arun`` does in a kernel): its static
-snapshot (the HTML a saved notebook shows: header, problems, the graph, a row per node) is displayed beside it
+snapshot (the HTML a saved notebook shows: header, problems, the graph, its table of nodes) is displayed beside it
 and updated to the final state before ``await`` returns; both are serialised to JSON as the kernel would.
 
 Run: ``python benchmarks/widget_overhead.py [repeats] [--only trivial|sleep_1ms] [--no-traffic] [--before REV]

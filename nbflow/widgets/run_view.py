@@ -76,6 +76,10 @@ MAX_SVG_NODES = 150  # above this the graph is shown as a table: a picture that 
 _MAX_LISTED = 8  # errors / skip groups listed at the top before "and N more"
 _PASSED_OVER = frozenset({NodeStatus.SKIPPED, NodeStatus.CANCELLED})  # what the problems list groups by reason
 _MAX_ROWS = 100  # map items / loop iterations listed in the inspector
+# The snapshot's table lists every node of a run this big (every run drawn as a picture); a bigger run's table
+# lists the first nodes in plan order, then only the nodes in _ALWAYS_LISTED, then one line counting the rest.
+SNAPSHOT_ROWS = MAX_SVG_NODES
+_ALWAYS_LISTED = frozenset({NodeStatus.FAILED, NodeStatus.CANCELLED, NodeStatus.PAUSED, NodeStatus.RUNNING})
 _NO_TEXT = (int, float, complex, type(None))  # values that never carry a secret's text (bool is an int)
 _HERE = Path(__file__).parent
 _ESM = (_HERE / "run_view.js").read_text(encoding="utf-8")
@@ -842,11 +846,15 @@ class RunView(anywidget.AnyWidget):
         """
         run = self.run
         rows = []
+        left_out: dict[str, int] = {}  # state -> nodes not listed (a big run's succeeded, skipped or pending)
         if run is not None:
             self._collect_secrets(run)
             shown = escaped_paths(self._graph)
             redact = self._redact
-            for path, status, output, duration, error, skip_reason in _summary_rows(run):
+            for i, (path, status, output, duration, error, skip_reason) in enumerate(_summary_rows(run)):
+                if i >= SNAPSHOT_ROWS and status not in _ALWAYS_LISTED:
+                    left_out[status.value] = left_out.get(status.value, 0) + 1
+                    continue
                 if status is NodeStatus.SUCCEEDED and output is not MISSING:
                     what = esc(describe(output)) + " " + short_value(path.rpartition(".")[2], output, redact, 120)
                 elif error is not None:
@@ -860,6 +868,8 @@ class RunView(anywidget.AnyWidget):
                     f'<td style="padding:1px 8px">{what}</td></tr>'
                 )
         table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
+        if left_out:
+            table += _more_nodes_html(left_out)
         picture = self.graph_html()
         if picture.startswith("<svg"):
             # An <img> of the SVG: notebook viewers sanitise inline <svg> away, a data: image passes.
@@ -881,6 +891,18 @@ class RunView(anywidget.AnyWidget):
             # stable (the state changes by an update nbval does not follow): the HTML says the state
             "text/plain": f"<nbflow run snapshot: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}>",
         }
+
+
+def _more_nodes_html(left_out: Mapping[str, int]) -> str:
+    """The line under a big run's snapshot table: how many nodes it leaves out, in which states, and where
+    to see them (none of them failed, was cancelled, paused or running: those are always listed)."""
+    n = sum(left_out.values())
+    states = ", ".join(f"{count:,} {state}" for state, count in left_out.items())
+    return (
+        f'<div style="color:#868e96;font-size:12px">… {n:,} more node{"s" if n != 1 else ""} ({states}; '
+        f"every failed, cancelled, paused or running node is listed above). Every node: <code>run.nodes</code>, "
+        f"<code>run.to_frame()</code>, or the live view's selector.</div>"
+    )
 
 
 def _hide_dead_widget(snapshot_id: str) -> str:

@@ -466,12 +466,17 @@ def test_every_click_is_handled_in_notebook7(notebook7: Server) -> None:
 @pytest.mark.browser
 def test_a_reopened_notebook_shows_the_snapshot_not_an_error_in_notebook7(notebook7: Server) -> None:
     """Run, save (as Notebook 7 does: no widget state), reopen with a new kernel: each run's snapshot shows,
-    and none of ipywidgets' "model not found" errors; a run shown again as a cell's value has its own."""
+    and none of ipywidgets' "model not found" errors; a run shown again as a cell's value has its own. A big
+    run's snapshot lists its first nodes, its failure past them, and counts the rest."""
     from playwright.sync_api import expect, sync_playwright
 
     work = notebook7.work
     tiny = "import nbflow as nf\n\nf = nf.Flow('tiny')\n\n\n@f.node\ndef a() -> int:\n    return 1"
-    write_notebook(work / "saved.ipynb", [tiny, "run = await f.arun()", "run"])
+    big = (
+        "big = nf.Flow('big')\nfor i in range(400):\n    big.add(lambda: 1, name=f'n{i}', thread=False)\n\n\n"
+        "@big.node(thread=False)\ndef bad(n399: int) -> int:\n    raise ValueError('bad on purpose')"
+    )
+    write_notebook(work / "saved.ipynb", [tiny, "run = await f.arun()", "run", big, "big_run = await big.arun()"])
     env = server_env(work.parent)
     for command in (
         ["nbconvert", "--to", "notebook", "--execute", "--inplace", "saved.ipynb"],
@@ -480,7 +485,7 @@ def test_a_reopened_notebook_shows_the_snapshot_not_an_error_in_notebook7(notebo
         subprocess.run([sys.executable, "-m", "jupyter", *command], cwd=work, env=env, check=True, capture_output=True)
     nb = nbformat.read(work / "saved.ipynb", as_version=4)
     assert (
-        sum("nbflow-snap" in "".join(o.get("data", {}).get("text/html", "")) for c in nb.cells for o in c.outputs) == 2
+        sum("nbflow-snap" in "".join(o.get("data", {}).get("text/html", "")) for c in nb.cells for o in c.outputs) == 3
     )
     nb.metadata.pop("widgets", None)  # saved without the widget state (the default of JupyterLab and Notebook 7)
     nbformat.write(nb, work / "saved.ipynb")
@@ -491,14 +496,18 @@ def test_a_reopened_notebook_shows_the_snapshot_not_an_error_in_notebook7(notebo
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             open_notebook(page, notebook7, "saved.ipynb")
             snaps = page.locator(".jp-Notebook .nbflow-snap")
-            expect(snaps).to_have_count(2, timeout=30_000)
-            for i in range(2):
+            expect(snaps).to_have_count(3, timeout=30_000)
+            for i in range(3):
                 expect(snaps.nth(i)).to_be_visible()
-                expect(snaps.nth(i)).to_contain_text("SUCCEEDED")
+                expect(snaps.nth(i)).to_contain_text("FAILED" if i == 2 else "SUCCEEDED")
+            # the big run: its first 150 nodes, its failure (past them) with the error, one line for the rest
+            expect(snaps.nth(2)).to_contain_text("n149")
+            expect(snaps.nth(2)).to_contain_text("ValueError: bad on purpose")
+            expect(snaps.nth(2)).to_contain_text("… 250 more nodes (250 succeeded;")
             dead = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="model not found")
-            expect(dead).to_have_count(2, timeout=60_000)  # the widget manager gave up on both saved views ...
-            for i in range(2):
-                expect(dead.nth(i)).to_be_hidden()  # ... and neither error shows
+            expect(dead).to_have_count(3, timeout=60_000)  # the widget manager gave up on every saved view ...
+            for i in range(3):
+                expect(dead.nth(i)).to_be_hidden()  # ... and no error shows
             assert "model not found" not in page.locator(".jp-Notebook").inner_text()
         finally:
             browser.close()

@@ -22,7 +22,7 @@ import nbflow as nf
 from nbflow._record.run import NodeColumns
 from nbflow.widgets import RunView
 from nbflow.widgets.graph_pane import table_html
-from nbflow.widgets.run_view import _holds_no_secret
+from nbflow.widgets.run_view import SNAPSHOT_ROWS, _holds_no_secret
 from tests.helpers import widget_comm
 from tests.helpers.widget_comm import updates
 
@@ -226,11 +226,12 @@ def test_a_plain_number_is_shown_as_pprint_shows_it(value: Any) -> None:
     assert render_value(value) == expected
 
 
-async def test_the_snapshot_of_a_big_run_lists_every_node_and_its_table_is_the_records_one(
+async def test_the_snapshot_of_a_big_run_lists_its_first_nodes_and_problems_and_its_table_is_the_records_one(
     comm_log: list[Any],
 ) -> None:
     """The static snapshot (what a saved notebook shows) when displayed, before the first redraw, and at the end:
-    its graph is the table the records give (the order decided from the columns), and it lists every node."""
+    its graph is the table the records give (the order decided from the columns), and it lists the first
+    ``SNAPSHOT_ROWS`` nodes and every failed or cancelled one (``tests/widgets/test_snapshot_rows.py``)."""
     flow = wide_flow(fail=True)
     handle = flow.start(word="hi", show=False)
     view = RunView(handle, interval=60)
@@ -241,9 +242,12 @@ async def test_the_snapshot_of_a_big_run_lists_every_node_and_its_table_is_the_r
     assert records_table in pending
     run = await handle
     final = view.snapshot_html()
-    for path in ("n0", "n199", "sub", "sub.s0", "sub.s1", "broken", "after"):
+    for i, (path, rec) in enumerate(run.walk()):
         row = f'<td style="padding:1px 8px"><b>{path}</b></td>'  # (the summary's row; the table has its own)
-        assert final.count(row) == 1 and pending.count(row) == ("." not in path), path  # (a sub-run: once it ran)
+        problem = rec.status in (nf.NodeStatus.FAILED, nf.NodeStatus.CANCELLED)
+        assert final.count(row) == (i < SNAPSHOT_ROWS or problem), path
+        assert pending.count(row) == (i < SNAPSHOT_ROWS), path  # (every node pending; a sub-run's once it ran)
+    assert [p for p, r in run.walk() if r.status is nf.NodeStatus.FAILED] == ["broken"]
     assert view.table in final and "broken on purpose" in final and len(run.nodes) == 203
     # a run of part of the flow, displayed before it starts: its own nodes first, the others after
     some = RunView(flow.start(word="hi", show=False, targets=["n150"]), interval=60)
