@@ -4,7 +4,9 @@
 traceback, attempts, timings, skip reasons, map items) of the rows it says; paused rows are always kept
 (they are resumed from it). In memory a batch keeps at most ``keep_limit`` runs (10,000 by default); with
 ``store=`` the kept runs are written to the store in the same transaction as their row, so
-``nf.load_run(store, run_id)`` and ``df.nbflow.run(i)`` work after a kernel restart.
+``nf.load_run(store, run_id)`` and ``df.nbflow.run(i)`` work after a kernel restart, and only the failed and
+paused ones (and a run the store could not take whole) stay in memory too: a succeeded row's run is read
+back from the store, as after a restart (its secret inputs redacted).
 
 The frame finds its runs without holding them in a column: ``frame.attrs["nbflow_runs"]`` is the
 batch's ``RunArchive``, a ``str`` subclass so that ``to_parquet`` (which writes attrs as JSON) keeps
@@ -59,9 +61,12 @@ class RunArchive(str):
         """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
         return status == "paused" or self.policy == "all" or (self.policy == "failed" and status != "succeeded")
 
-    def offer(self, run: Run, status: str) -> None:
-        """Keep ``run`` if the policy wants it and the bound allows."""
-        if not self.wants(status):
+    def offer(self, run: Run, status: str, *, stored: bool = False) -> None:
+        """Keep ``run`` in memory if the policy wants it and the bound allows. ``stored``: its whole record is in
+        the batch's store, so a succeeded run is not held here: ``find_run`` reads it back from the store
+        (as after a kernel restart: secret inputs redacted), and only failed, paused and whatever the store
+        could not take whole stay in memory."""
+        if not self.wants(status) or (stored and status == "succeeded"):
             self.runs.pop(run.run_id, None)  # a resumed row that now succeeded under keep="failed"
             return
         if run.run_id not in self.runs and len(self.runs) >= self.limit:
