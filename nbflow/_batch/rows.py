@@ -137,6 +137,7 @@ async def run_rows(
     archive = state.archive
     if archive is not None:
         archive.register(prefix)
+        archive.graph = graph
     trace_row = None
     if opts.trace is not None or config.trace is not None:  # off: not even an import
         from nbflow.otel import row_attacher

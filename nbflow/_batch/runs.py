@@ -30,6 +30,7 @@ from nbflow._core.errors import BatchError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
 __all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "RunArchive", "find_run", "register_accessor"]
@@ -55,6 +56,7 @@ class RunArchive(str):
         self.limit = limit
         self.store = store
         self.runs: dict[str, Run] = {}
+        self.graph: Graph | None = None  # the batch's flow graph: a run read back from the store draws with it
         self.dropped = 0  # rows the policy wanted kept but the in-memory bound refused
 
     def wants(self, status: str) -> bool:
@@ -118,12 +120,14 @@ def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
         run = a.runs.get(run_id)
         if run is not None:
             return run
-    stores = [a.store for a in candidates if a.store] + [frame.attrs.get("store")]
-    for store in dict.fromkeys(s for s in stores if s):
-        run = _from_store(store, run_id)
+    for a in candidates:
+        run = _from_store(a.store, run_id) if a.store else None
         if run is not None:
+            if run.graph is None and a.graph is not None and run.flow == a.graph.name:
+                run.graph = a.graph  # displayed as the run in memory would be (its graph drawn)
             return run
-    return None
+    store = frame.attrs.get("store")
+    return _from_store(store, run_id) if store else None
 
 
 def _from_store(store: str, run_id: str) -> Run | None:

@@ -52,6 +52,8 @@ def test_a_succeeded_row_opens_from_the_store_and_a_failed_one_from_memory(tmp_p
     assert ok["score"] == df.loc[0, "score"]
     assert ok.inputs["HF_TOKEN"] is nf.REDACTED
     assert ok.nodes["score"].status is nf.NodeStatus.SUCCEEDED
+    in_memory = secret_flow().batch(rows()[:1], keep="all", progress=False).nbflow.run(0)
+    assert sorted(ok._repr_mimebundle_()) == sorted(in_memory._repr_mimebundle_())  # displayed alike (its graph)
     # The failed row is held in memory (it can be re-run with its secrets): its error and traceback.
     failed = df.nbflow.run(1)
     assert failed.inputs["HF_TOKEN"] == TOKEN
