@@ -6,13 +6,11 @@ the file on either path.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
 import nbflow as nf
+from tests.helpers.store_files import after_restart, written_bytes
 
 TOKEN = "hf_disk_only_UPPER_0001"
 PLAIN = "sk-disk-only-plain-name-0002"
@@ -38,10 +36,6 @@ def rows() -> list[dict[str, object]]:
     return [{"question": q, "HF_TOKEN": TOKEN, "key": nf.Secret(PLAIN)} for q in ("a", "boom", "ccc")]
 
 
-def file_bytes(db: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name))
-
-
 def test_a_succeeded_row_opens_from_the_store_and_a_failed_one_from_memory(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     df = secret_flow().batch(rows(), store=db, progress=False)  # keep="all": the default with a store
@@ -64,7 +58,7 @@ def test_a_succeeded_row_opens_from_the_store_and_a_failed_one_from_memory(tmp_p
     assert [r.run_id for r in bounded.nbflow.runs()] == list(bounded["run_id"])
     assert bounded.nbflow.run(1).nodes["ask"].error_type == "PermissionError"
     # No secret reached the files (the database and its WAL), whichever way the run was written.
-    data = file_bytes(db) + file_bytes(tmp_path / "bounded.db")
+    data = written_bytes(db) + written_bytes(tmp_path / "bounded.db")
     assert b"chars of keys" in data  # (the records are there)
     for text in (TOKEN, PLAIN):
         assert text.encode() not in data
@@ -73,24 +67,17 @@ def test_a_succeeded_row_opens_from_the_store_and_a_failed_one_from_memory(tmp_p
 def test_a_succeeded_rows_run_opens_after_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     df = secret_flow().batch(rows(), store=db, progress=False)
-    code = textwrap.dedent(
+    out = after_restart(
+        db,
         f"""
-        import pandas
-        import nbflow as nf
-        with nf.BatchStore({str(db)!r}) as store:
-            (info,) = store.batches()
-            frame = store.load(info["batch_id"])
-        frame.attrs["store"] = {str(db)!r}
         run = frame.nbflow.run(2)
         print(run.status.name, run["ask"], run["score"])
         failed = nf.load_run({str(db)!r}, frame.loc[1, "run_id"])
         print(failed.nodes["ask"].error_type, "[REDACTED]" in failed.nodes["ask"].error_message)
-        """
+        """,
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
     ask = f"asked ccc with {len(TOKEN) + len(PLAIN)} chars of keys"
-    assert out.stdout.split("\n")[:2] == [f"SUCCEEDED {ask} {len(ask)}", "PermissionError True"]
+    assert out.split("\n")[:2] == [f"SUCCEEDED {ask} {len(ask)}", "PermissionError True"]
     assert df.loc[2, "score"] == len(ask)
 
 
