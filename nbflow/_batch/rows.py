@@ -137,6 +137,7 @@ async def run_rows(
     archive = state.archive
     if archive is not None:
         archive.register(prefix)
+        archive.graph = graph
     trace_row = None
     if opts.trace is not None or config.trace is not None:  # off: not even an import
         from nbflow.otel import row_attacher
@@ -193,10 +194,12 @@ async def run_rows(
                 result.update(row_usage(used))
             results[i] = result
             status = result["status"]
-            kept = False
-            if archive is not None and archive.wants(status):
+            kept = archive is not None and archive.wants(status)
+            # With a store, a succeeded row's kept run is held in memory only if the store could not take it
+            # whole (decided once written, below): df.nbflow.run(i) reads it back from the store.
+            on_disk = kept and group is not None and status == "succeeded"
+            if archive is not None and kept and not on_disk:
                 archive.offer(run, status)
-                kept = True
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
                 # Nothing of the finished run stays alive across the wait for the commit (unless kept): objects
@@ -204,11 +207,16 @@ async def run_rows(
                 # more frequent (measured: most of what a store cost per row).
                 kept_run = run if kept else None
                 run = None  # type: ignore[assignment]
-                failed = await group.write(i, result, kept_run)
+                commit = group.write(i, result, kept_run)
+                failed = await commit
+                status = result["status"]  # (a value the store cannot hold failed the row)
+                if on_disk:
+                    assert kept_run is not None and archive is not None
+                    stored = failed is None and kept_run.run_id not in commit.left_out
+                    archive.offer(kept_run, status, stored=stored)
                 kept_run = None
                 if failed is not None:
                     store_failed = _store_failed(i, failed)
-                status = result["status"]  # (a value the store cannot hold failed the row)
             if status == "succeeded":
                 progress.succeeded += 1
                 ok = True
@@ -399,7 +407,7 @@ class GroupCommit:
         if done is None:
             return
         try:
-            self.store.write_rows(self._prepared(rows))
+            done.left_out = self.store.write_rows(self._prepared(rows))
         except StoreError as exc:
             done.settle(exc)
         except Exception as exc:  # an nbflow bug: the waiting workers raise it (the batch fails loudly)
@@ -431,6 +439,7 @@ class GroupCommit:
 
 
 _PENDING: Any = object()  # a commit not written yet
+_NONE_LEFT_OUT: set[str] = set()  # (shared, never changed)
 
 
 class _Commit:
@@ -442,12 +451,13 @@ class _Commit:
     it waits for the flush on a future. A cancelled worker cannot cancel the commit (the others still wait
     for it): that worker is cancelled once the commit is done, at its next step."""
 
-    __slots__ = ("future", "loop", "outcome")
+    __slots__ = ("future", "left_out", "loop", "outcome")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.outcome: StoreError | Exception | None = _PENDING
         self.future: _Uncancellable | None = None
+        self.left_out: set[str] = _NONE_LEFT_OUT  # the runs written with a value left out (write_whole_runs)
 
     def settle(self, outcome: StoreError | Exception | None) -> None:
         self.outcome = outcome

@@ -4,7 +4,9 @@
 traceback, attempts, timings, skip reasons, map items) of the rows it says; paused rows are always kept
 (they are resumed from it). In memory a batch keeps at most ``keep_limit`` runs (10,000 by default); with
 ``store=`` the kept runs are written to the store in the same transaction as their row, so
-``nf.load_run(store, run_id)`` and ``df.nbflow.run(i)`` work after a kernel restart.
+``nf.load_run(store, run_id)`` and ``df.nbflow.run(i)`` work after a kernel restart, and only the failed and
+paused ones (and a run the store could not take whole) stay in memory too: a succeeded row's run is read
+back from the store, as after a restart (its secret inputs redacted).
 
 The frame finds its runs without holding them in a column: ``frame.attrs["nbflow_runs"]`` is the
 batch's ``RunArchive``, a ``str`` subclass so that ``to_parquet`` (which writes attrs as JSON) keeps
@@ -28,6 +30,7 @@ from nbflow._core.errors import BatchError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
 __all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "RunArchive", "find_run", "register_accessor"]
@@ -53,15 +56,19 @@ class RunArchive(str):
         self.limit = limit
         self.store = store
         self.runs: dict[str, Run] = {}
+        self.graph: Graph | None = None  # the batch's flow graph: a run read back from the store draws with it
         self.dropped = 0  # rows the policy wanted kept but the in-memory bound refused
 
     def wants(self, status: str) -> bool:
         """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
         return status == "paused" or self.policy == "all" or (self.policy == "failed" and status != "succeeded")
 
-    def offer(self, run: Run, status: str) -> None:
-        """Keep ``run`` if the policy wants it and the bound allows."""
-        if not self.wants(status):
+    def offer(self, run: Run, status: str, *, stored: bool = False) -> None:
+        """Keep ``run`` in memory if the policy wants it and the bound allows. ``stored``: its whole record is in
+        the batch's store, so a succeeded run is not held here: ``find_run`` reads it back from the store
+        (as after a kernel restart: secret inputs redacted), and only failed, paused and whatever the store
+        could not take whole stay in memory."""
+        if not self.wants(status) or (stored and status == "succeeded"):
             self.runs.pop(run.run_id, None)  # a resumed row that now succeeded under keep="failed"
             return
         if run.run_id not in self.runs and len(self.runs) >= self.limit:
@@ -113,12 +120,14 @@ def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
         run = a.runs.get(run_id)
         if run is not None:
             return run
-    stores = [a.store for a in candidates if a.store] + [frame.attrs.get("store")]
-    for store in dict.fromkeys(s for s in stores if s):
-        run = _from_store(store, run_id)
+    for a in candidates:
+        run = _from_store(a.store, run_id) if a.store else None
         if run is not None:
+            if run.graph is None and a.graph is not None and run.flow == a.graph.name:
+                run.graph = a.graph  # displayed as the run in memory would be (its graph drawn)
             return run
-    return None
+    store = frame.attrs.get("store")
+    return _from_store(store, run_id) if store else None
 
 
 def _from_store(store: str, run_id: str) -> Run | None:

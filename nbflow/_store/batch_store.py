@@ -423,17 +423,19 @@ class BatchStore:
             return None
         return _prepared(batch_id, index, run_id, status, _plain_json(data), key, fingerprint, run)
 
-    def write_rows(self, rows: Iterable[PreparedRow]) -> None:
+    def write_rows(self, rows: Iterable[PreparedRow]) -> set[str]:
         """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
 
         Group commit (``flow.batch``): the rows that finished together share a transaction. Raises
-        StoreError as ``write_row`` does.
+        StoreError as ``write_row`` does. Returns the ids of the runs stored with a value left out
+        (``write_whole_runs``).
         """
         self.identity.check()
         rows = list(rows)
 
         cur = self._write_cursor()
         added: dict[str, dict[str, int]] = {}  # batch_id -> {key: rowid} written, applied once committed
+        left_out: set[str] = set()
 
         def write() -> None:
             # A plain cursor: errors are mapped once, by _retry_tx, not per statement (sqlite.StoreConnection).
@@ -478,7 +480,8 @@ class BatchStore:
                 if not self._runs_ready:
                     ensure_schema(self._db, self.path)
                     self._runs_ready = True
-                write_whole_runs(cur, runs)
+                left_out.clear()  # (a retried transaction writes them again)
+                left_out.update(write_whole_runs(cur, runs))
 
         self._retry_tx(write, cur)
         for batch_id, new in added.items():
@@ -488,6 +491,7 @@ class BatchStore:
                 known.update(new)
                 self._top[batch_id] = max(self._top.get(batch_id, 0), top)
             self._last = max(self._last, top)
+        return left_out
 
     def _stored_keys(self, cur: sqlite3.Cursor) -> dict[str, dict[str, int]]:
         """The stored keys known per batch; marked for ``_refresh`` when another connection changed the file since."""

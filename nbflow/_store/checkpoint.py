@@ -230,7 +230,7 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     write_whole_runs(db.cursor(), [run])
 
 
-def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
+def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
     """``write_whole_run`` for many runs (a batch's group commit), in as few statements as possible.
 
     A run whose node records are built-in data only (the common batch row) is ONE header row holding them all
@@ -241,8 +241,12 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
     and each statement's parameters are made one at a time as SQLite takes them (generators): a group's
     worth of parameter tuples alive at once would be promoted by the garbage collector, which then runs
     its older, slower generations more often (measured as much as the encoding itself).
+
+    Returns the ids of the runs stored with something left out (a value that cannot be stored): only those
+    read back differently (besides their redacted secrets), so a batch keeps them in memory.
     """
     reds = [_redactor_of(run) for run in runs]
+    left_out: set[str] = set()
     rest: list[tuple[Run, Redactor]] = []  # the runs without a compact record
     by_node: list[tuple[Run, Redactor]] = []  # the runs not stored as one record
 
@@ -257,18 +261,22 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
     def headers() -> Any:
         for run, red in rest:
             record = _record_blob(run, red)
+            dump = _dumper(red, left_out, run.run_id)
             if record is None:
                 by_node.append((run, red))
-            yield (*_run_params(run, _dumper(red), red, None, shared=True, record=record), record)
+            yield (*_run_params(run, dump, red, None, shared=True, record=record), record)
+
+    def nodes() -> Any:
+        for run, red in by_node:
+            dump = _dumper(red, left_out, run.run_id)
+            for rec in run.nodes.values():
+                yield _node_params(run, rec, dump, red)
 
     cur.executemany(_COMPACT_RUN_SQL, compact())
     if rest:
         cur.executemany(_WHOLE_RUN_SQL, headers())
     if by_node:
-        cur.executemany(
-            _NODE_SQL,
-            (_node_params(run, rec, _dumper(red), red) for run, red in by_node for rec in run.nodes.values()),
-        )
+        cur.executemany(_NODE_SQL, nodes())
     asked = [(run.run_id,) for run in runs if run.pause_version]  # paused once: questions stored earlier
     if asked:  # (a batch's paused row answered by flow.answer is written again: its question is answered)
         cur.executemany("UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND open=1", asked)
@@ -281,6 +289,7 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> None:
                 for k, q in run.pending.items()
             ),
         )
+    return left_out
 
 
 _STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
@@ -434,13 +443,16 @@ def _redactor_of(run: Run) -> Redactor:
     return Redactor(texts) if texts else _NO_SECRETS
 
 
-def _dumper(red: Redactor) -> Callable[[str, Any], bytes | None]:
-    """``dump`` of ``write_whole_run``: a value that cannot be stored is left out (None)."""
+def _dumper(red: Redactor, left_out: set[str] | None = None, run_id: str = "") -> Callable[[str, Any], bytes | None]:
+    """``dump`` of ``write_whole_run``: a value that cannot be stored is left out (None; ``run_id`` added to
+    ``left_out``)."""
 
     def dump(what: str, value: Any) -> bytes | None:
         try:
             return dumps(value, red)
         except Exception:
+            if left_out is not None:
+                left_out.add(run_id)
             return None
 
     return dump

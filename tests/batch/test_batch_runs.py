@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import nbflow as nf
+from tests.helpers.store_files import after_restart
 
 
 def eval_flow() -> nf.Flow:
@@ -101,21 +99,8 @@ def test_with_a_store_every_row_keeps_its_run_on_disk(tmp_path: Path) -> None:
             rec = run.nodes["answer"]
             assert "model refused" in rec.error_message and "ValueError: model refused" in rec.traceback
     # A new process (a kernel restart): the frame read back from the store opens its rows from disk.
-    code = textwrap.dedent(
-        f"""
-        import pandas  # before nbflow, as in most notebooks: DataFrame.nbflow is there at once
-        import nbflow as nf
-        with nf.BatchStore({str(db)!r}) as store:
-            (info,) = store.batches()
-            frame = store.load(info["batch_id"])
-        frame.attrs["store"] = {str(db)!r}
-        run = frame.nbflow.run(1)
-        print(run.status.name, run.nodes["prompt"].output)
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "FAILED [terse] boom one"
+    out = after_restart(db, 'run = frame.nbflow.run(1)\nprint(run.status.name, run.nodes["prompt"].output)')
+    assert out.strip() == "FAILED [terse] boom one"
 
 
 def approval_flow() -> nf.Flow:

@@ -4,6 +4,9 @@ which batch rows are committed."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 
@@ -22,3 +25,21 @@ def rows_on_disk(path: str) -> set[int]:
         return set()
     finally:
         db.close()
+
+
+def after_restart(db: Path, code: str) -> str:
+    """Run ``code`` in a new process (a kernel restart) with ``frame``, the store's one batch read back from ``db``
+    (as a notebook would: pandas imported first, the frame naming its store); its output."""
+    script = textwrap.dedent(
+        f"""
+        import pandas  # before nbflow, as in most notebooks: DataFrame.nbflow is there at once
+        import nbflow as nf
+        with nf.BatchStore({str(db)!r}) as store:
+            (info,) = store.batches()
+            frame = store.load(info["batch_id"])
+        frame.attrs["store"] = {str(db)!r}
+        """
+    ) + textwrap.dedent(code)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
