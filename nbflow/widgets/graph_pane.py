@@ -289,7 +289,11 @@ def table_html(
         )
     more = ""
     if len(names) > max_rows:
-        more = f'<div class="nbflow-muted">… {len(names) - max_rows:,} more nodes (pick them in the selector)</div>'
+        # (also in a saved notebook's snapshot, which has no selector: run.nodes is named too)
+        more = (
+            f'<div class="nbflow-muted">… {len(names) - max_rows:,} more nodes (each one: the selector, or '
+            f"<code>run.nodes</code>)</div>"
+        )
     return (
         '<table class="nbflow-table"><thead><tr><th>state</th><th>node</th><th>fed by</th><th>time</th>'
         f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"

@@ -477,6 +477,8 @@ def test_big_graphs_are_tables_with_the_problems_first(comm_log: list[Any]) -> N
     first = re.search(r'id="node-(\w+)"', view.graph_html()).group(1)
     assert first == "broken"
     assert "more nodes" in view.graph_html() and len(view.options) == 201
+    # The line names a way to reach the others that a saved snapshot (no selector) still has.
+    assert re.search(r"… 141 more nodes \(each one: the selector, or <code>run\.nodes</code>\)", view.graph_html())
     # The live table (each redraw) too; a run with nothing urgent keeps the flow's order.
     assert re.search(r'id="node-(\w+)"', view.table).group(1) == "broken"
     flow.remove("broken")
