@@ -111,8 +111,9 @@ def batch(
     (every node's output, error, traceback, attempts): ``"failed"`` (failed and paused rows; the default
     without a store), ``"all"`` (the default with a store, where they are written with their row; a succeeded
     row's run is then read back from the store when opened, its secret inputs redacted) or ``"none"``; at
-    most ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see docs/batch.md). ``executor=client`` (a Dask ``distributed.Client``) runs the rows on
-    its workers, ``chunk_size`` rows per task, with the same result; see docs/dask.md. ``trace`` sends
+    most ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see docs/batch.md).
+    ``executor=client`` (a Dask ``distributed.Client``) runs the rows on its workers, ``chunk_size`` rows
+    per task, with the same result; see docs/dask.md. ``trace`` sends
     each row's spans to OpenTelemetry (as in ``flow.run``; the spans carry the batch id, row and
     variant; docs/tracing.md).
 
