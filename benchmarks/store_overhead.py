@@ -108,6 +108,7 @@ async def measure(
     if before is not None:
         t.update({"nb_before": [], "nb_before_store": []})
     wall: dict[str, list[float]] = {k: [] for k in t}
+    loop_cpu: dict[str, list[float]] = {k: [] for k in t}  # the loop's thread alone (thread_time)
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(repeat):
             for label in t:
@@ -117,6 +118,7 @@ async def measure(
                     gc.disable()
                 w0 = time.perf_counter()
                 t0 = time.process_time()  # CPU time: the machine is shared; waiting is not cost
+                l0 = time.thread_time()
                 if label.startswith("base"):
                     await baseline(rows, conc, path)
                 else:
@@ -124,16 +126,17 @@ async def measure(
                     frame = await flow.abatch(rows, concurrency=conc, progress=False, store=path, keep=keep)
                     assert (frame["status"] == "succeeded").all()
                 t[label].append(time.process_time() - t0)
+                loop_cpu[label].append(time.thread_time() - l0)
                 wall[label].append(time.perf_counter() - w0)
                 gc.enable()
     m = {k: statistics.median(v) for k, v in t.items()}
     w = {k: statistics.median(v) for k, v in wall.items()}
     lo = {k: min(v) for k, v in t.items()}  # least disturbed by other processes on a shared machine
 
-    def paired(side: str) -> float:
+    def paired(side: str, of: dict[str, list[float]] = t) -> float:
         """The median over rounds of (with store - without) in the same round, µs a row: each round's two
         batches ran back to back, so a slow minute weighs on both (steadier than a difference of minimums)."""
-        return statistics.median(a - b for a, b in zip(t[f"{side}_store"], t[side], strict=True)) / n * 1e6
+        return statistics.median(a - b for a, b in zip(of[f"{side}_store"], of[side], strict=True)) / n * 1e6
 
     base_added = (m["base_store"] - m["base"]) / n * 1e6
     nb_added = (m["nb_store"] - m["nb"]) / n * 1e6
@@ -146,6 +149,8 @@ async def measure(
             "before_added_min_us": (lo["nb_before_store"] - lo["nb_before"]) / n * 1e6,
             "before_added_wall_us": (w["nb_before_store"] - w["nb_before"]) / n * 1e6,
             "before_added_paired_us": paired("nb_before"),
+            "before_added_loop_paired_us": paired("nb_before", loop_cpu),
+            "before_added_wall_paired_us": paired("nb_before", wall),
         }
     return {
         **extra,
@@ -160,6 +165,10 @@ async def measure(
         "baseline_added_paired_us": paired("base"),
         "nbflow_added_paired_us": paired("nb"),
         "nbflow_added_wall_us": nb_wall,
+        "baseline_added_loop_paired_us": paired("base", loop_cpu),
+        "nbflow_added_loop_paired_us": paired("nb", loop_cpu),
+        "baseline_added_wall_paired_us": paired("base", wall),
+        "nbflow_added_wall_paired_us": paired("nb", wall),
         "medians_s": m,
         "wall_medians_s": w,
         "load": os.getloadavg(),
@@ -216,6 +225,20 @@ def main() -> None:
             f"+{r['before_added_paired_us']:.1f} µs/row"
         )
     print(f"  nbflow / hand-written (CPU):          {r['ratio']:.2f}x")
+    print("  paired, the loop's thread alone (CPU) and wall time (what the batch takes longer):")
+    print(
+        f"    hand-written: loop +{r['baseline_added_loop_paired_us']:.1f} µs/row, "
+        f"wall +{r['baseline_added_wall_paired_us']:.1f} µs/row"
+    )
+    print(
+        f"    nbflow:       loop +{r['nbflow_added_loop_paired_us']:.1f} µs/row, "
+        f"wall +{r['nbflow_added_wall_paired_us']:.1f} µs/row"
+    )
+    if args.before:
+        print(
+            f"    at {args.before}: loop +{r['before_added_loop_paired_us']:.1f} µs/row, "
+            f"wall +{r['before_added_wall_paired_us']:.1f} µs/row"
+        )
     print("  load average: " + " ".join(f"{x:.2f}" for x in r["load"]))
     if args.json:
         with open(args.json, "w") as f:

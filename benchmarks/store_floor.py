@@ -1,0 +1,141 @@
+"""The floor under ``store=``'s cost per row: SQLite alone writing the exact rows a batch stores.
+
+A real batch of ``store_overhead.py``'s 3-node flow is stored twice (``keep="none"``: the rows; the default
+``keep="all"``: the rows and every run's record). Their stored values are then read back and written again,
+as they are, into fresh files with nbflow's own schema and statements (``BatchStore``'s tables, ``_ROW_SQL``,
+``_COMPACT_RUN_SQL``), in groups of ``--group`` rows (one transaction each, WAL, synchronous=NORMAL, as the
+group commit writes them): no encoding, no keys, no Python of nbflow's between the statements. That is what
+the bytes and the inserts cost by themselves, whatever code prepares them. Beside it, in the same process
+and interleaved round by round, what ``store=`` adds per row to the same batch (paired, as
+``store_overhead.py`` measures it). CPU time of the process, the collector off while timing, min and median
+of the rounds.
+
+    python benchmarks/store_floor.py [--rows 5000] [--rounds 7] [--group 100]
+
+Goal (issue 14): ``store=`` adds <= 10 µs per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from store_overhead import make_flow
+
+from nbflow._store.batch_store import _ROW_SQL, BatchStore
+from nbflow._store.checkpoint import _COMPACT_RUN_SQL, ensure_schema
+
+
+def stored(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows (in ``_ROW_SQL``'s order) and compact run records (``_COMPACT_RUN_SQL``'s) a batch wrote."""
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute(
+            "SELECT rowid, batch_id, case_key, row_index, run_id, status, finished_at, fingerprint, data "
+            "FROM batch_rows ORDER BY rowid"
+        ).fetchall()
+        has_runs = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoint_runs'").fetchone()
+        runs = (
+            db.execute("SELECT run_id, flow, status, updated_at, record FROM checkpoint_runs ORDER BY rowid").fetchall()
+            if has_runs
+            else []
+        )
+    finally:
+        db.close()
+    return rows, runs
+
+
+def rewrite(path: str, rows: list[tuple[Any, ...]], runs: list[tuple[Any, ...]], group: int) -> float:
+    """Write ``rows`` (and ``runs``) into a fresh store at ``path`` in groups; CPU seconds spent."""
+    BatchStore(path).close()  # nbflow's schema, as a batch's first write finds it
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    if runs:
+        ensure_schema(db, path)
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        for k in range(0, len(rows), group):
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(_ROW_SQL, rows[k : k + group])
+            if runs:
+                db.executemany(_COMPACT_RUN_SQL, runs[k : k + group])
+            db.execute("COMMIT")
+        db.close()  # (its checkpoint of the WAL into the file, as a batch's store does when it closes)
+        return time.process_time() - t0
+    finally:
+        gc.enable()
+
+
+async def added(flow: Any, rows: list[dict[str, int]], path: str, keep: str | None) -> float:
+    """CPU seconds ``store=`` added to one batch: with the store minus without, back to back."""
+    spent = []
+    for store in (None, path):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.process_time()
+            await flow.abatch(rows, concurrency=100, progress=False, store=store, keep=keep)
+            spent.append(time.process_time() - t0)
+        finally:
+            gc.enable()
+    return spent[1] - spent[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--group", type=int, default=100, help="rows per transaction in the rewrite")
+    args = parser.parse_args()
+    n = args.rows
+    flow = make_flow()
+    inputs = [{"x": i} for i in range(n)]
+    with tempfile.TemporaryDirectory() as tmp:
+        kinds = {"none": "keep='none' (the rows)", "all": "the default, keep='all' (rows + run records)"}
+        content = {}
+        for keep in kinds:
+            path = os.path.join(tmp, f"source-{keep}.db")
+            asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, store=path, keep=keep))
+            content[keep] = stored(path)
+            assert len(content[keep][0]) == n, "every row stored"
+            assert (len(content[keep][1]) == n) == (keep == "all"), "a record per row with keep='all' only"
+        floor: dict[str, list[float]] = {k: [] for k in kinds}
+        nb: dict[str, list[float]] = {k: [] for k in kinds}
+        for r in range(args.rounds):
+            for keep in kinds:
+                rows, runs = content[keep]
+                floor[keep].append(rewrite(os.path.join(tmp, f"floor-{keep}-{r}.db"), rows, runs, args.group) / n)
+                nb[keep].append(asyncio.run(added(flow, inputs, os.path.join(tmp, f"nb-{keep}-{r}.db"), keep)) / n)
+    print(
+        f"store= floor: {n} rows, the stored values written again by SQLite alone in groups of {args.group}, "
+        f"{args.rounds} rounds, collector off (µs of CPU per row, min / median)"
+    )
+    print(f"  {'':46s} {'SQLite alone':>16s} {'nbflow store= adds':>20s}")
+    for keep, label in kinds.items():
+        f, a = floor[keep], nb[keep]
+        print(
+            f"  {label:46s} {min(f) * 1e6:6.1f} / {statistics.median(f) * 1e6:5.1f}"
+            f"   {min(a) * 1e6:8.1f} / {statistics.median(a) * 1e6:5.1f}"
+        )
+    rows, runs = content["all"]
+    size_rows = statistics.mean(sum(len(str(v)) for v in row[1:]) for row in rows)
+    size_runs = statistics.mean(len(run[4]) for run in runs)
+    print(f"  bytes a row: {size_rows:.0f} (the row's values), {size_runs:.0f} (its compact run record)")
+    print("  goal: store= adds <= 10 µs per row")
+    print("  load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
