@@ -35,7 +35,7 @@ from nbflow._engine.isolation import PLAIN_TYPES, MutationCheck, isolate_inputs
 from nbflow._engine.lean import lean_failed, lean_started, lean_succeeded
 from nbflow._engine.node import call_node
 from nbflow._engine.policy import NO_POLICIES, FlowPolicies, NodePolicy, call_with_policy
-from nbflow._engine.sync_call import call_inline, call_sync
+from nbflow._engine.sync_call import NeedsThread, call_inline, call_sync
 from nbflow._graph.graph import GNode, Graph, Plan
 from nbflow._record.run import LEAN, NodeRecord, Run
 
@@ -579,7 +579,12 @@ class _Scheduler:
                         else:  # inline or in a worker thread, as thread= or what was learned says
                             mode = g.call_mode
                             if mode is not None and mode.inline:  # learned quick: called right here
-                                out = call_inline(mode, spec.func, args)
+                                try:
+                                    out = call_inline(mode, spec.func, args)
+                                except NeedsThread:  # it needs a thread after all (asyncio.run...): pinned
+                                    out = NeedsThread  # (called again below, not chained to this handler)
+                                if out is NeedsThread:
+                                    out = await call_sync(g, args)
                             else:
                                 out = await call_sync(g, args)
                             if type(out) is CoroutineType:  # a sync function handing back a coroutine

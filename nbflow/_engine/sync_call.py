@@ -13,6 +13,12 @@ the OS can pause the process mid-call, which looks the same from here).
 The one failure mode: a function that is quick and compute-only for its first calls and only
 later blocks (a cache that starts missing and goes to the network) blocks the loop for that one
 call before it is moved back. ``thread=True`` rules that out; ``thread=False`` always runs inline.
+
+Code that only runs off a running loop's thread (``asyncio.run``, a new loop's ``run_until_complete``)
+raises its RuntimeError when called inline. A learned node that does so is
+pinned to worker threads for good and that call runs again there, from its start (``NeedsThread``):
+the user never asked for inline, so the move must not fail their rows. Under ``thread=False`` the
+error stands, with a note naming the fix.
 """
 
 from __future__ import annotations
@@ -20,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from types import CoroutineType
 from typing import Any
 
 from nbflow._engine.executors import in_thread, in_thread_unless
 from nbflow._engine.threads import NOT_RUN
 from nbflow._graph.graph import CallMode, GNode
 
-__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "PROBE_WAIT", "call_inline", "call_sync"]
+__all__ = ["BACK_TO_THREAD", "INLINE_BELOW", "PROBE_WAIT", "NeedsThread", "call_inline", "call_sync"]
 
 INLINE_BELOW = 0.000_2  # s: a thread hop costs ~50-150 µs of CPU; calls shorter than ~this are cheaper inline
 BACK_TO_THREAD = 0.003  # s: an inline call this long (garbage collection not counted) held the loop: back to a thread
@@ -34,6 +41,7 @@ PROBE_WAIT = 0.05  # s: calls waiting for the probes' verdict hop anyway after t
 _NEEDED = 3  # quick calls in a row in a thread before going inline (doubled per recent strike)
 _MAX_STRIKES = 10
 _FORGIVE_AFTER = 1024  # clean inline calls in a row that forgive one strike (a preempted process, not the node)
+_NEVER = 1 << 62  # ``needed`` of a node pinned to threads: no streak of quick calls reaches it
 
 _perf = time.perf_counter
 _cpu = time.thread_time
@@ -50,7 +58,25 @@ async def call_sync(g: GNode, kwargs: dict[str, Any]) -> Any:
     if mode is None:
         if g.spec.thread:
             return await in_thread(g.spec.name, _call, func, kwargs)
-        return func(**kwargs)
+        try:
+            return func(**kwargs)
+        except RuntimeError as exc:
+            if needs_thread(exc):
+                _close_unstarted(exc)
+                exc.add_note(
+                    f"nbflow: node {g.spec.name!r} runs on the event loop's thread (thread=False), where this "
+                    f"cannot run; declare it with thread=True (or leave thread= out)"
+                )
+            raise
+    try:
+        return await _learned(g, mode, func, kwargs)
+    except NeedsThread:  # an inline call needs a worker thread after all: pinned to threads, called again there
+        pass  # (below: a failure of the call in its thread is not chained to this handler)
+    return await _learned(g, mode, func, kwargs)
+
+
+async def _learned(g: GNode, mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
+    """``call_sync`` of a node placed by what was learned: inline, or timed in a worker thread."""
     if mode.inline:
         return call_inline(mode, func, kwargs)
     # While it learns, and none of its calls was slow since it last left the loop, at most as many calls
@@ -133,12 +159,60 @@ def _release(waiters: list[asyncio.Future[None]]) -> None:
             waiter.set_result(None)
 
 
+class NeedsThread(Exception):
+    """An inline call hit code that only runs off the loop's thread (``needs_thread``); its node is pinned to
+    worker threads now, and the caller runs the call again there (``call_sync``)."""
+
+
+# RuntimeErrors of code that cannot run on the thread of a running event loop: (module raising it, its text).
+_OFF_LOOP_ONLY = (
+    ("asyncio.runners", "cannot be called from a running event loop"),  # asyncio.run, asyncio.Runner.run
+    ("asyncio.base_events", "another loop is running"),  # a new loop's run_until_complete
+    ("asyncio.base_events", "already running"),  # the running loop's own run_until_complete, run_forever
+)
+
+
+def needs_thread(exc: BaseException) -> bool:
+    """``exc`` is one of those errors, raised where they are (not a RuntimeError of the user's own)."""
+    if type(exc) is not RuntimeError or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__")
+    text = str(exc)
+    return any(module == where and part in text for where, part in _OFF_LOOP_ONLY)
+
+
+def _close_unstarted(exc: BaseException) -> None:
+    """Close the coroutine the refused call was handed (``asyncio.run(main())``: never started, it would warn
+    "never awaited" once collected); the call runs again in a thread, making its own."""
+    import inspect  # (here: a rare path)
+
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if str(frame.f_globals.get("__name__")).startswith("asyncio."):
+            for value in frame.f_locals.values():
+                if type(value) is CoroutineType and inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
+                    value.close()
+        tb = tb.tb_next
+
+
 def call_inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
-    """Call a sync node learned quick on the loop, timed (the scheduler calls it directly, no coroutine)."""
+    """Call a sync node learned quick on the loop, timed (the scheduler calls it directly, no coroutine).
+
+    Raises NeedsThread when the call hit code that only runs off the loop: the caller runs it in a thread."""
     gc0 = _gc_time[0]
     t0 = _perf()
     try:
         return func(**kwargs)
+    except RuntimeError as exc:
+        if not needs_thread(exc):
+            raise
+        _pin_to_thread(mode)
+        _close_unstarted(exc)
+        raise NeedsThread from exc
     finally:
         took = _perf() - t0
         if took > BACK_TO_THREAD and took - (_gc_time[0] - gc0) > BACK_TO_THREAD:
@@ -151,7 +225,17 @@ def call_inline(mode: CallMode, func: Any, kwargs: dict[str, Any]) -> Any:
                 mode.fast = 0
 
 
+def _pin_to_thread(mode: CallMode) -> None:
+    """Worker threads for good: calls hop without waiting for probes, and no streak moves the node inline."""
+    mode.inline = False
+    mode.fast = 0
+    mode.slow_seen = True
+    mode.needed = _NEVER
+
+
 def _back_to_thread(mode: CallMode) -> None:
+    if mode.needed == _NEVER:  # pinned by this very call (its finally): stays pinned
+        return
     mode.inline = False
     mode.fast = 0
     mode.slow_seen = False  # quick until this call: its probes decide (see call_sync)

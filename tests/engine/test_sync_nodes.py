@@ -5,9 +5,11 @@ behaviour (which thread ran a call, whether other rows progressed), not timings.
 """
 
 import asyncio
+import gc
 import itertools
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -198,3 +200,85 @@ async def test_a_wave_of_rows_on_a_node_that_blocks_all_run_in_threads():
     frame = await flow.abatch([{"x": i} for i in range(120)], concurrency=120, progress=False)
     assert (frame["status"] == "succeeded").all()
     assert len(where) == 120 and loop_thread not in where
+
+
+def _run_nested(way: str, value: int) -> int:
+    """A sync function running a coroutine to its end, as sync code wrapping an async client does."""
+
+    async def fetch() -> int:
+        return value * 2
+
+    if way == "asyncio.run":
+        return asyncio.run(fetch())
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(fetch())
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("way", ["asyncio.run", "run_until_complete"])
+async def test_a_learned_node_that_starts_running_its_own_loop_moves_to_a_thread_and_its_rows_succeed(way: str):
+    """A node learned quick (inline) that later calls asyncio.run: refused on the loop's thread, so that call
+    runs again in a worker thread and the node stays there; no row fails, nothing warns of a lost coroutine."""
+    flow = nf.Flow("nested_loop")
+    loop_thread = threading.get_ident()
+    where: list[tuple[int, int]] = []
+
+    @flow.node
+    def step(x: int) -> int:
+        where.append((x, threading.get_ident()))
+        if x >= 10:  # (say, a cache that starts missing and calls an async client)
+            return _run_nested(way, x)
+        return x
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(10):
+            assert (await flow.arun(x=i))["step"] == i
+        assert where[-1] == (9, loop_thread)  # quick and compute-only: it learned to run inline
+        frame = await flow.abatch([{"x": i} for i in range(10, 40)], concurrency=4, progress=False)
+        gc.collect()
+    assert (frame["status"] == "succeeded").all(), frame["error_message"].dropna().tolist()
+    assert list(frame["step"]) == [2 * i for i in range(10, 40)]
+    later = [t for x, t in where if x >= 10]
+    # The first such call was tried inline (and refused), every call then ran in a worker thread, once.
+    assert later[0] == loop_thread and loop_thread not in later[1:] and len(later) == 31
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+async def test_a_runtime_error_of_the_users_own_is_not_run_again_in_a_thread():
+    flow = nf.Flow("own_error")
+    calls: list[int] = []
+
+    @flow.node
+    def step(x: int) -> int:
+        calls.append(x)
+        if x < 0:
+            raise RuntimeError("this event loop is already running")  # the words, not asyncio's error
+        return x
+
+    for i in range(10):
+        await flow.arun(x=i)
+    calls.clear()
+    run = await flow.arun(x=-1)
+    assert run.status is nf.RunStatus.FAILED and calls == [-1]
+    assert str(run.nodes["step"].error) == "this event loop is already running"
+
+
+async def test_asyncio_run_in_a_node_forced_inline_fails_with_a_note_naming_the_fix():
+    flow = nf.Flow("forced_inline")
+
+    @flow.node(thread=False)
+    def step(x: int) -> int:
+        return _run_nested("asyncio.run", x)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = await flow.arun(x=1)
+        gc.collect()
+    error = run.nodes["step"].error
+    assert run.status is nf.RunStatus.FAILED and isinstance(error, RuntimeError)
+    assert not [w for w in caught if "never awaited" in str(w.message)]  # (only the error: nothing to await)
+    assert any("'step'" in note and "thread=True" in note for note in error.__notes__)
+    assert "thread=True" in run.nodes["step"].traceback
