@@ -220,6 +220,7 @@ async def _run_map(g: GNode, rec: NodeRecord, kwargs: dict[str, Any], call: Call
         async with limiter:
             ir.status = NodeStatus.RUNNING
             ir.started_at = time.time()
+            ir.error = ir.traceback = None  # (an item failed in an earlier attempt of the map: called again)
             task = asyncio.current_task()
             if context is not None:
                 ACTIVE[task] = AskContext(context.root, f"{context.path}[{i}]", rec)

@@ -12,7 +12,7 @@ from nbflow._core.registry import flow_of
 from nbflow._core.secrets import REDACTED
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._engine.ask import validate_answer
-from nbflow._record.run import NodeRecord
+from nbflow._record.run import ItemRecord, NodeRecord
 
 if TYPE_CHECKING:
     from nbflow._record.run import Run
@@ -95,13 +95,26 @@ def _claim_failed(run: Run, answer: Any, question: str | None) -> None:
     again = run_again(run)
     if not again:
         raise ResumeConflictError(f"run {run.run_id} is FAILED but has no failed or unfinished node to run again")
-    if run.store is not None:
-        run.store.claim_failed(run, again)  # the durable guard across processes (raises on conflict)
+    graph = flow_of(run).graph
+    fresh = {name: _fresh_record(run, graph, name, set(again)) for name in again}
+    if run.store is not None:  # the durable guard across processes (raises on conflict)
+        run.store.claim_failed(run, again, [rec for rec in fresh.values() if rec.items is not None])
     for name in again:
-        run.nodes[name] = NodeRecord(name)
+        run.nodes[name] = fresh[name]
     run.reason = None
     run.finished_at = None
     run._to(RunStatus.RUNNING)
+
+
+def _fresh_record(run: Run, graph: Any, name: str, again: set[str]) -> NodeRecord:
+    """The record node ``name`` runs again with: empty, except that a FAILED map keeps its SUCCEEDED items (they
+    are not called again: a map of 500 LLM calls with 3 failures makes 3 calls) when nothing upstream of it runs
+    again, so that its items and other inputs are the ones they were computed from. Its other items start over."""
+    rec = NodeRecord(name)
+    old = run.nodes[name]
+    if old.status is NodeStatus.FAILED and old.items is not None and not (graph.ancestors([name]) - {name}) & again:
+        rec.items = [item if item.status is NodeStatus.SUCCEEDED else ItemRecord(item.index) for item in old.items]
+    return rec
 
 
 def _pick(run: Run, answer: Any, question: str | None) -> str | None:

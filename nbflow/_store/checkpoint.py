@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -655,10 +655,12 @@ class CheckpointStore:
             raise self._error(exc) from None
         self._interrupted.pop(run.run_id, None)
 
-    def claim_failed(self, run: Run, again: list[str]) -> None:
+    def claim_failed(self, run: Run, again: list[str], kept: Sequence[NodeRecord] = ()) -> None:
         """Move the stored run from FAILED to RUNNING and forget the records of the nodes ``again`` (they
-        run again: stored as not run yet, so a crash during this resume is continued like any other).
-        One transaction: of two processes resuming the same failed run, one wins, the other conflicts."""
+        run again: stored as not run yet, so a crash during this resume is continued like any other);
+        ``kept``: the fresh records of those nodes that keep something (a failed map's succeeded items),
+        stored instead. One transaction: of two processes resuming the same failed run, one wins, the
+        other conflicts."""
         self.identity.check()
         try:
             with self._tx():
@@ -676,6 +678,10 @@ class CheckpointStore:
                 self._db.executemany(
                     "DELETE FROM checkpoint_nodes WHERE run_id=? AND node=?", [(run.run_id, n) for n in again]
                 )
+                if kept:
+                    red = self._redactor(run)
+                    dump = _dumper(red)
+                    self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in kept])
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 

@@ -500,3 +500,30 @@ def test_the_drawing_shows_the_fail_branch():
     assert source.count("call_llm -> apologise") == 1  # one edge, drawn as the fail branch
     assert 'call_llm -> apologise [label="on failure"' in source
     assert "apologise <- call_llm (on failure), <question>" in flow._repr_mimebundle_()["text/plain"]
+
+
+async def test_a_retried_map_calls_again_only_the_items_that_did_not_succeed():
+    import asyncio
+    from collections import Counter
+
+    calls: Counter = Counter()
+    flaky = {2}
+    flow = nf.Flow("map_retry_items")
+
+    @flow.map(over="docs", retry=nf.Retry(attempts=2, backoff=0))
+    async def summarize(docs: int) -> str:
+        calls[docs] += 1
+        # 0 and 1 finish before 2 fails; 3-5 are still waiting then (cancelled: called again by the retry).
+        await asyncio.sleep(5 if flaky and docs > 2 else 0.02 * docs)
+        if docs in flaky:
+            flaky.discard(docs)
+            raise ConnectionError(f"blip on {docs}")
+        return f"s{docs}"
+
+    run = await flow.arun(docs=list(range(6)))
+    assert run.status is nf.RunStatus.SUCCEEDED and run["summarize"] == [f"s{i}" for i in range(6)]
+    assert len(run.nodes["summarize"].attempts) == 2
+    assert calls == Counter({0: 1, 1: 1, 2: 2, 3: 2, 4: 2, 5: 2})
+    items = run.nodes["summarize"].items
+    assert items is not None and all(i.status is nf.NodeStatus.SUCCEEDED for i in items)
+    assert [i.error for i in items] == [None] * 6  # item 2 succeeded on the retry: no error of its first try

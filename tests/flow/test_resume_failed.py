@@ -170,3 +170,99 @@ def test_resuming_a_failed_run_with_an_answer_or_twice_is_a_conflict(tmp_path: P
     with pytest.raises(nf.ResumeConflictError, match="already resumed"):
         stale.resume()  # the store had it FAILED and claimed it since: this copy is stale
     assert calls["load"] == 1 and calls["model"] == 2
+
+
+def _map_flow(name: str, calls: Counter, broken: set) -> nf.Flow:
+    """A map of model calls over 6 documents; the items in ``broken`` fail (a server error), and the first
+    failure cancels the items still waiting (the map's default errors="terminate")."""
+    import asyncio
+
+    flow = nf.Flow(name)
+
+    @flow.node
+    def docs(n: int) -> list[int]:
+        calls["docs"] += 1
+        return list(range(n))
+
+    @flow.map(over="docs")
+    async def summarize(docs: int, style: str) -> str:
+        calls[docs] += 1
+        # Items 0 and 1 finish before 2 fails (20 ms apart); while the server is broken, 3-5 are still waiting
+        # when it does, and are cancelled.
+        await asyncio.sleep(5 if broken and docs > 2 else 0.02 * docs)
+        if docs in broken:
+            raise ConnectionError(f"server error on doc {docs}")
+        return f"{style}:{docs}"
+
+    @flow.node
+    def digest(summarize: list[str]) -> str:
+        calls["digest"] += 1
+        return "|".join(summarize)
+
+    return flow
+
+
+def test_a_resumed_failed_map_calls_only_the_items_that_did_not_succeed() -> None:
+    calls: Counter = Counter()
+    broken = {2}
+    flow = _map_flow("resume_failed_map", calls, broken)
+    run = flow.run(n=6, style="s", show=False)
+    items = run.nodes["summarize"].items
+    assert run.status is nf.RunStatus.FAILED and items is not None
+    assert [i.status for i in items[:3]] == [nf.NodeStatus.SUCCEEDED] * 2 + [nf.NodeStatus.FAILED]
+    assert all(i.status is nf.NodeStatus.CANCELLED for i in items[3:])
+    broken.clear()
+    calls.clear()
+    run.resume()
+    assert run.status is nf.RunStatus.SUCCEEDED and run["digest"] == "|".join(f"s:{i}" for i in range(6))
+    assert calls == Counter({2: 1, 3: 1, 4: 1, 5: 1, "digest": 1})  # items 0 and 1 kept, docs not run again
+    items = run.nodes["summarize"].items
+    assert items is not None and all(i.status is nf.NodeStatus.SUCCEEDED and i.error is None for i in items)
+
+
+def test_a_failed_map_resumed_from_its_checkpoint_keeps_its_succeeded_items(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    calls: Counter = Counter()
+    broken = {2}
+    flow = _map_flow("resume_failed_map_store", calls, broken)
+    run_id = flow.run(n=6, style="s", show=False, store=db).run_id
+    broken.clear()
+    calls.clear()
+    done = flow.resume(run_id, store=db)  # read back from the file: the items come from the checkpoint
+    assert done.status is nf.RunStatus.SUCCEEDED and done["digest"] == "|".join(f"s:{i}" for i in range(6))
+    assert calls == Counter({2: 1, 3: 1, 4: 1, 5: 1, "digest": 1})
+    back = nf.load_run(db, run_id)
+    assert back["digest"] == done["digest"] and back.nodes["summarize"].items is not None
+    assert [i.status for i in back.nodes["summarize"].items] == [nf.NodeStatus.SUCCEEDED] * 6
+
+
+def test_a_failed_map_whose_inputs_run_again_calls_every_item_again() -> None:
+    """The map ran on an optional input that had failed: once that input runs again and succeeds, items
+    computed without it must not be kept."""
+    import asyncio
+
+    calls: Counter = Counter()
+    broken = {"hint": True}
+    flow = nf.Flow("resume_failed_map_inputs")
+
+    @flow.node
+    def hint(x: int) -> str:
+        if broken["hint"]:
+            raise ConnectionError("hint service down")
+        return "H"
+
+    @flow.map(over="docs", inputs={"hint": nf.optional("hint")})
+    async def summarize(docs: int, hint: str | nf.Missing) -> str:
+        calls[docs] += 1
+        await asyncio.sleep(0.02 * docs)
+        if docs == 2 and hint is nf.MISSING:
+            raise ValueError("doc 2 needs the hint")
+        return f"{'-' if hint is nf.MISSING else hint}{docs}"
+
+    run = flow.run(x=1, docs=[0, 1, 2, 3], show=False)
+    assert run.status is nf.RunStatus.FAILED and run.nodes["summarize"].status is nf.NodeStatus.FAILED
+    broken["hint"] = False
+    calls.clear()
+    run.resume()
+    assert run.status is nf.RunStatus.SUCCEEDED and run["summarize"] == ["H0", "H1", "H2", "H3"]
+    assert calls == Counter({0: 1, 1: 1, 2: 1, 3: 1})
