@@ -266,3 +266,65 @@ def test_a_failed_map_whose_inputs_run_again_calls_every_item_again() -> None:
     run.resume()
     assert run.status is nf.RunStatus.SUCCEEDED and run["summarize"] == ["H0", "H1", "H2", "H3"]
     assert calls == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+
+
+def test_a_failed_map_resume_killed_midway_still_keeps_the_items_that_had_succeeded(tmp_path: Path) -> None:
+    """SIGKILL during the resume of a failed map: the next resume (another process) still calls only the
+    items that had not succeeded, as the claim stored them with the map's fresh record."""
+    import os
+    import signal
+    import time
+
+    db = tmp_path / "runs.db"
+    log = tmp_path / "calls.log"
+    script = tmp_path / "flow.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio, sys
+            import nbflow as nf
+
+            flow = nf.Flow("resume_failed_map_kill")
+            mode = sys.argv[1]
+
+            @flow.map(over="docs")
+            async def summarize(docs: int) -> str:
+                with open({str(log)!r}, "a") as f:
+                    f.write(f"{{mode}}:{{docs}}\\n")
+                if mode == "broken":
+                    await asyncio.sleep(5 if docs > 2 else 0.02 * docs)
+                    if docs == 2:
+                        raise ConnectionError("server error")
+                if mode == "hang":
+                    await asyncio.sleep(600)  # killed here
+                return f"s{{docs}}"
+
+            if mode == "broken":
+                print(flow.run(docs=list(range(6)), store={str(db)!r}, show=False).run_id)
+            else:
+                run = nf.load_run({str(db)!r}, sys.argv[2]).resume()
+                print(run.status.value, run["summarize"])
+            """
+        )
+    )
+    first = subprocess.run([sys.executable, str(script), "broken"], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    run_id = first.stdout.split()[-1]
+    hang = subprocess.Popen(
+        [sys.executable, str(script), "hang", run_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # every item called again is waiting: kill the process now
+            if log.exists() and sum(line.startswith("hang:") for line in log.read_text().split()) == 4:
+                break
+            time.sleep(0.05)
+        os.kill(hang.pid, signal.SIGKILL)
+    finally:
+        hang.wait(timeout=60)
+    third = subprocess.run([sys.executable, str(script), "fixed", run_id], capture_output=True, text=True, timeout=120)
+    assert third.returncode == 0, third.stderr
+    assert "succeeded" in third.stdout and "'s0', 's1', 's2', 's3', 's4', 's5'" in third.stdout
+    calls = log.read_text().split()
+    assert sorted(c for c in calls if c.startswith("hang:")) == ["hang:2", "hang:3", "hang:4", "hang:5"]
+    assert sorted(c for c in calls if c.startswith("fixed:")) == ["fixed:2", "fixed:3", "fixed:4", "fixed:5"]
