@@ -20,8 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbflow._batch.save import SUFFIXES
 from nbflow._core.errors import NbflowError
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, env, is_secret_name
+from nbflow._core.secrets import Secret, env, is_secret_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,11 +37,10 @@ __all__ = [
     "read_cases",
     "recall_source",
     "remember_source",
-    "write_results",
 ]
 
 CASE_FORMATS = (".csv", ".jsonl", ".json", ".parquet")
-RESULT_FORMATS = (".parquet", ".csv", ".jsonl")
+RESULT_FORMATS = SUFFIXES  # (nbflow._batch.save writes them)
 _SKIP_TAGS = {"nbflow-skip", "skip-execution"}
 
 
@@ -366,76 +366,6 @@ def batch_rows(frame: pd.DataFrame) -> pd.DataFrame | list[dict[str, Any]]:
         {str(k): v for k, v in rec.items() if k not in gone}
         for rec, gone in zip(frame.to_dict("records"), absent, strict=True)
     ]
-
-
-def _plain(value: Any) -> Any:
-    """A value a results file can hold: models and dataclasses as dicts, recursively."""
-    from nbflow._batch.rows import _as_dict
-
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    as_dict = _as_dict(value)
-    if as_dict is not None:
-        return {str(k): _plain(v) for k, v in as_dict.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v) for v in value]
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item) and type(value).__module__ == "numpy":
-        return item()
-    return repr(value)
-
-
-def write_results(frame: pd.DataFrame, path: str, redact: Redactor) -> int:
-    """Write the batch result (secret columns masked, secret texts scrubbed) atomically; returns rows written.
-
-    Parquet and CSV hold nested values (dicts, lists, models) as JSON text; JSONL keeps them nested.
-    """
-    import pandas as pd
-
-    out_path = Path(path).expanduser()
-    suffix = out_path.suffix.lower()
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, Secret):
-            return REDACTED_TEXT
-        value = _plain(value)
-        if isinstance(value, str):
-            return redact(value)
-        if isinstance(value, dict | list):
-            text = json.dumps(value, default=repr)
-            text = redact(text)
-            return json.loads(text) if suffix == ".jsonl" else text
-        return value
-
-    frame = frame.copy()
-    frame.attrs = {}
-    for col in frame.columns:
-        if is_secret_name(str(col)):
-            frame[col] = REDACTED_TEXT
-        elif not (pd.api.types.is_numeric_dtype(frame[col]) or pd.api.types.is_datetime64_any_dtype(frame[col])):
-            values = [clean(v) for v in frame[col]]
-            kinds = {str if isinstance(v, str) else float if isinstance(v, int | float) else type(v) for v in values}
-            kinds.discard(type(None))
-            if suffix == ".parquet" and len(kinds) > 1:  # one type per parquet column: mixed values as text
-                values = [v if v is None or isinstance(v, str) else json.dumps(v, default=repr) for v in values]
-            frame[col] = pd.Series(values, index=frame.index, dtype=object)
-    tmp = out_path.with_name(f".{out_path.name}.partial")
-    try:
-        if suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        elif suffix == ".csv":
-            frame.to_csv(tmp, index=False)
-        else:
-            frame.to_json(tmp, orient="records", lines=True, force_ascii=False)
-        os.replace(tmp, out_path)
-    except ImportError:
-        raise CliError(f"writing {path!r} needs pyarrow: pip install 'nbflow[parquet]'") from None
-    except OSError as exc:
-        raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-    return len(frame)
 
 
 # --- where a stored flow came from ----------------------------------------------------------------

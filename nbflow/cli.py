@@ -35,7 +35,6 @@ from nbflow._cli_io import (
     read_cases,
     recall_source,
     remember_source,
-    write_results,
 )
 from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
 from nbflow._core.secrets import Redactor, Secret, is_secret_name, secret_texts
@@ -405,13 +404,10 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _frame_secrets(frame: pd.DataFrame, constant: dict[str, Any]) -> Redactor:
-    redact = Redactor(secret_texts(constant))
-    for col in frame.columns:
-        redact.add(
-            str.__str__(v)
-            for v in frame[col]
-            if isinstance(v, str) and (is_secret_name(str(col)) or isinstance(v, Secret))
-        )
+    from nbflow._batch.save import frame_secrets
+
+    redact = frame_secrets(frame)  # the library's rule, as df.nbflow.save applies it
+    redact.add(secret_texts(constant))
     return redact
 
 
@@ -419,8 +415,10 @@ def _finish_batch(result: pd.DataFrame, args: argparse.Namespace, out: Console, 
     import nbflow as nf
 
     if args.output:
-        n = write_results(result, args.output, secrets)
-        err.print(_text(f"wrote {n} rows to {args.output}", "dim"))
+        from nbflow._batch.save import write_frame
+
+        write_frame(result, args.output, secrets)
+        err.print(_text(f"wrote {len(result)} rows to {args.output}", "dim"))
     elif not args.store:
         err.print(_text("results not saved: pass -o results.parquet (or --store RUNS.db)", "yellow"))
     counts = result.attrs.get("counts", {})

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nbflow._batch.cases import STATUS_COLUMNS
 from nbflow._batch.compare import classify
+from nbflow._batch.rows import QUESTION_COLUMNS
 from nbflow._batch.runs import NbflowAccessor
+from nbflow._batch.save import frame_secrets
 from nbflow._batch.variants import MASK, count_by_variant, short, variant_labels
 from nbflow._core.errors import BatchError
 from nbflow._core.registry import flow_of
@@ -24,8 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["PAGE", "explore", "query"]
 
 PAGE = 50
-_STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
-_QUESTION = ("question_prompt", "question_options")
 
 
 def explore(frame: pd.DataFrame) -> Any:
@@ -55,19 +56,10 @@ def explore(frame: pd.DataFrame) -> Any:
 
 
 def secrets_of(frame: pd.DataFrame) -> Redactor:
-    """A redactor (with the widgets' mask) for every secret value in ``frame``'s input columns.
-
-    The rule of ``nbflow._core.secrets``: an ``nf.Secret`` anywhere, string values of secret-named
-    columns, and secret-named entries of dict values (``{"hf-token": ...}``). Outputs, error messages
-    and questions built from those values are then redacted wherever the explorer shows them.
-    """
-    redact = Redactor(marker=MASK)
-    outputs = set(frame.attrs.get("outputs") or [])
-    columns = [c for c in frame.columns if c not in outputs and c not in _STATUS_COLUMNS and c not in _QUESTION]
-    data = [frame[c].tolist() for c in columns]
-    for values in zip(*data, strict=True):
-        redact.collect(dict(zip(columns, values, strict=True)))
-    return redact
+    """A redactor with the widgets' mask for every secret value in ``frame``'s input columns (``frame_secrets``:
+    the rule ``df.nbflow.save`` applies too). Outputs, error messages and questions built from those values are
+    then redacted wherever the explorer shows them."""
+    return frame_secrets(frame, MASK)
 
 
 def _unmasked(run: Any, value: Any, redact: Redactor) -> Any:
@@ -168,7 +160,7 @@ def _rows(
     frame: pd.DataFrame, positions: list[int], redact: Redactor | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
-    inputs = [c for c in frame.columns if c not in outputs and c not in _STATUS_COLUMNS and c not in _QUESTION]
+    inputs = [c for c in frame.columns if c not in outputs and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS]
     columns = [*inputs, *outputs, "status", "error_message", "latency"]
     if "question_prompt" in frame.columns:
         columns.append("question_prompt")
@@ -192,7 +184,7 @@ def _compare(
     case_cols = [
         c
         for c in frame.columns
-        if c not in outputs and c not in grid and c not in _STATUS_COLUMNS and c not in _QUESTION
+        if c not in outputs and c not in grid and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS
     ]
     names = sorted(set(variants))
     score = next((c for c in _numeric(frame) if c != "latency"), None)

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Any
 from nbflow._core.errors import BatchError
 
 if TYPE_CHECKING:
+    import os
+    import pathlib
+
     import pandas as pd
 
     from nbflow._graph.graph import Graph
@@ -209,6 +212,25 @@ class NbflowAccessor:
         if rec is None:
             rec = next((r for _, r in run.walk() if r.traceback), None)
         return rec.traceback if rec is not None else None
+
+    def save(self, path: str | os.PathLike[str]) -> pathlib.Path:
+        """Write this frame to ``path`` without its secrets: ``.parquet``, ``.csv`` or ``.jsonl``, atomically.
+
+        The frame in memory keeps every real value, so ``df.to_parquet`` writes an ``HF_TOKEN`` column, or a key
+        a node echoed into its error message, as they are; this writes secret-named columns masked and the
+        text of every secret of the frame's inputs (an ``nf.Secret`` anywhere, a secret-named column, a
+        secret-named key of a dict value) as ``[REDACTED]`` in every cell: outputs, error messages, questions.
+        Read it back with ``pd.read_parquet``; with a store, its rows still open (``df.nbflow.run(i)``).
+        Raises BatchError for another suffix or a file that cannot be written. Returns the path written."""
+        from nbflow._batch.save import write_frame
+
+        return write_frame(self._frame, path)
+
+    def redacted(self) -> pd.DataFrame:
+        """A copy of this frame with its secrets removed as ``save`` writes it (to share, or to write some other way)."""
+        from nbflow._batch.save import redacted
+
+        return redacted(self._frame)
 
     def explore(self) -> Any:
         """The results explorer for this frame (see ``nf.explore``)."""

@@ -1,0 +1,91 @@
+"""``df.nbflow.save(path)`` and ``df.nbflow.redacted()``: a batch frame written to a file (parquet, CSV, JSON
+lines) holds no secret, whatever its name's case and even where a node echoed it, and reads back as the
+same rows; the frame in memory keeps the real values."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import nbflow as nf
+
+HF = "hf_upperCaseNameSecret123"
+SK = "sk-plainNameSecretValue456"
+
+
+def _frame(tmp_path, store: bool = False) -> pd.DataFrame:
+    flow = nf.Flow("save_secrets")
+
+    @flow.node
+    def call(prompt: str, HF_TOKEN: str, key: str) -> dict:
+        if prompt == "boom":
+            raise RuntimeError(f"auth failed for token {HF_TOKEN} and key {key}")  # a client echoing its keys
+        return {"answer": prompt.upper(), "debug": f"used {key}"}
+
+    @flow.node
+    def score(call: dict) -> float:
+        return float(len(call["answer"]))
+
+    rows = pd.DataFrame(
+        {"prompt": ["hi", "boom", "hello"], "HF_TOKEN": [HF] * 3, "key": pd.Series([nf.Secret(SK)] * 3, dtype=object)}
+    )
+    kwargs = {"store": str(tmp_path / "runs.db")} if store else {}
+    return flow.batch(rows, outputs=["call", "score"], progress=False, **kwargs)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_a_saved_frame_holds_no_secret_and_reads_back_as_the_same_rows(tmp_path, suffix):
+    frame = _frame(tmp_path)
+    path = frame.nbflow.save(tmp_path / f"results{suffix}")
+    data = path.read_bytes()
+    assert HF.encode() not in data and SK.encode() not in data
+    assert b"[REDACTED]" in data
+    back = (
+        pd.read_parquet(path)
+        if suffix == ".parquet"
+        else pd.read_csv(path)
+        if suffix == ".csv"
+        else pd.read_json(path, lines=True)
+    )
+    assert list(back.columns) == list(frame.columns)
+    assert back["status"].tolist() == ["succeeded", "failed", "succeeded"]
+    assert back["score"].tolist()[::2] == [2.0, 5.0]
+    assert back["HF_TOKEN"].tolist() == ["[REDACTED]"] * 3 and back["key"].tolist() == ["[REDACTED]"] * 3
+    message = back["error_message"][1]
+    assert message == "auth failed for token [REDACTED] and key [REDACTED]"
+    call = back["call"][0]
+    call = call if isinstance(call, dict) else json.loads(call)  # (parquet and CSV: nested values as JSON)
+    assert call == {"answer": "HI", "debug": "used [REDACTED]"}
+    # the frame in memory is left as it was: your code still has the real values
+    assert frame["HF_TOKEN"][0] == HF and HF in frame["error_message"][1] and frame["call"][0]["debug"] == f"used {SK}"
+
+
+def test_a_saved_parquet_frame_of_a_stored_batch_still_opens_its_rows(tmp_path):
+    frame = _frame(tmp_path, store=True)
+    path = frame.nbflow.save(tmp_path / "results.parquet")
+    back = pd.read_parquet(path)
+    assert back.attrs["store"] == str(tmp_path / "runs.db")
+    run = back.nbflow.run(0)
+    assert run.outputs["score"] == 2.0
+    assert "auth failed" in (back.nbflow.traceback(1) or "")  # (a failed row: its run in memory, real values)
+
+
+def test_redacted_is_a_copy_without_the_secrets(tmp_path):
+    frame = _frame(tmp_path)
+    clean = frame.nbflow.redacted()
+    text = clean.to_json()
+    assert HF not in text and SK not in text
+    assert clean["error_message"][1] == "auth failed for token [REDACTED] and key [REDACTED]"
+    assert clean.nbflow.run(1).nodes["call"].error is not None  # still the batch's frame: its rows open
+    assert frame["key"][0] == SK
+
+
+def test_an_unknown_suffix_is_refused_with_the_formats_and_nothing_is_written(tmp_path):
+    frame = _frame(tmp_path)
+    with pytest.raises(
+        nf.BatchError, match=r"\.parquet, \.csv, \.jsonl; e\.g\. df\.nbflow\.save\('results\.parquet'\)"
+    ):
+        frame.nbflow.save(tmp_path / "results.xlsx")
+    assert list(tmp_path.glob("results*")) == []
