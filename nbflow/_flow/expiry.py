@@ -46,6 +46,8 @@ def arm(run: Run) -> threading.Timer | None:
 def _fire(run: Run, version: int, loop: asyncio.AbstractEventLoop | None) -> None:
     if run.status is not RunStatus.PAUSED or run.pause_version != version:
         return  # answered, cancelled or resumed meanwhile
+    if getattr(run.store, "closed", False):
+        return  # its store was closed (or the file replaced): the deadline is in the file, for a later resume
     if loop is not None and loop.is_running():
         future = asyncio.run_coroutine_threadsafe(run.aresume(version=version), loop)
         future.add_done_callback(_quiet)

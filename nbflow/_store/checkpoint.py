@@ -486,6 +486,7 @@ class CheckpointStore:
                 f"cannot create a store at {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist"
             )
         self._lock = threading.Lock()
+        self.closed = False  # close() was called: a paused run's expiry timer leaves it alone
         self.unstorable: dict[str, str] = {}
         """Nodes whose output could not be stored, with why (reported when the run pauses)."""
         self._interrupted: dict[str, str | None] = {}  # run id -> the gone owner it was loaded with
@@ -519,6 +520,7 @@ class CheckpointStore:
             raise self._error(exc) from None
 
     def close(self) -> None:
+        self.closed = True
         self._db.close()
 
     # --- writing a run ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,23 @@ def test_questions_pickled_before_timeouts_existed_still_load(monkeypatch: pytes
     back = pickle.loads(old_bytes)
     assert back.timeout is None and back.default is nf.MISSING and not back.expired()
     assert back.key == "review#0" and back.options == ("approve", "reject") and back.asked_at == q.asked_at
+
+
+def test_a_paused_run_whose_store_was_closed_is_left_for_a_later_resume(tmp_path: Path) -> None:
+    """The timer of a run whose store object was closed (its owner is done with it) resumes nothing and warns
+    nothing: the deadline is in the file, and a later ``nf.load_run(...).resume()`` takes the default."""
+    db = tmp_path / "runs.db"
+    flow = _review_flow("ask_closed_store", timeout=0.3, default="reject")
+    run = flow.run(topic="tea", show=False, store=db)
+    assert run.status is nf.RunStatus.PAUSED
+    run.store.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        time.sleep(0.8)  # past the deadline: the timer fired
+    assert run.status is nf.RunStatus.PAUSED and not caught
+    from nbflow._store import checkpoint
+
+    checkpoint._STORES.clear()  # (a fresh store object, as another process would open)
+    back = nf.load_run(db, run.run_id)
+    back.resume()
+    assert back.status is nf.RunStatus.SUCCEEDED and back["publish"] == "published: reject"
