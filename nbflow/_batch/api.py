@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from nbflow._batch.cases import Cases, assign_keys, batch_key, prepare_cases
 from nbflow._batch.dask import RowsRunner, remote_rows
 from nbflow._batch.experiments import experiment_meta, record_experiment
+from nbflow._batch.paused import arm_expiry
 from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
@@ -345,7 +346,10 @@ async def _drive(state: State) -> pd.DataFrame:
             claim.release()
         if own_store and store is not None:
             store.close()
-    return state.frame if state.frame is not None else state.build()
+    frame = state.frame if state.frame is not None else state.build()
+    if (frame.attrs.get("counts") or {}).get("paused"):
+        arm_expiry(flow, frame)  # nf.ask(timeout=): expired rows go on by themselves (nbflow/_batch/paused.py)
+    return frame
 
 
 def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[BatchStore | None, bool]:

@@ -4,10 +4,19 @@ A paused row keeps its run (whatever ``keep=`` says) and shows its question in `
 ``question_options``. ``flow.answer(frame, {row: answer, ...})`` resumes those rows' runs concurrently,
 updates the frame in place (outputs, status, error columns; the question columns cleared) and, when the
 batch had a store, the stored rows and runs too. Rows not named are not touched.
+
+A question asked with ``nf.ask(..., timeout=)`` expires as a single run's does (``nbflow._flow.expiry``):
+``arm_expiry`` sets a daemon timer at the earliest deadline of the frame's paused rows, which resumes the
+rows whose questions expired without an answer (their nodes take the default, or fail) and updates the
+frame and the store as ``flow.answer`` does; the rows still waiting get the next timer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +24,8 @@ import anyio
 
 from nbflow._batch.rows import QUESTION_COLUMNS, outcome
 from nbflow._batch.runs import NbflowAccessor, RunArchive
-from nbflow._core.errors import BatchError, RunInterrupted
+from nbflow._core.errors import BatchError, NbflowWarning, ResumeConflictError, RunInterrupted
+from nbflow._core.missing import MISSING
 from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine.kernel import call_blocking
 from nbflow._store.batch_store import BatchStore
@@ -26,7 +36,7 @@ if TYPE_CHECKING:
     from nbflow._flow.flow import Flow
     from nbflow._record.run import Run
 
-__all__ = ["aanswer", "answer"]
+__all__ = ["aanswer", "answer", "arm_expiry"]
 
 
 def answer(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any], /) -> pd.DataFrame:
@@ -37,7 +47,7 @@ def answer(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any], /) -> pd
     """
     todo = _check(flow, frame, answers)
     return call_blocking(
-        lambda: _resume_all(flow, frame, todo),
+        lambda: _answered(flow, frame, todo),
         f"nbflow-answer-{flow.name}",
         lambda exc: RunInterrupted(todo[0][1]),
         lambda: frame,
@@ -46,7 +56,13 @@ def answer(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any], /) -> pd
 
 async def aanswer(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any], /) -> pd.DataFrame:
     """Like ``flow.answer`` on the running event loop."""
-    return await _resume_all(flow, frame, _check(flow, frame, answers))
+    return await _answered(flow, frame, _check(flow, frame, answers))
+
+
+async def _answered(flow: Flow, frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]]) -> pd.DataFrame:
+    await _resume_all(flow, frame, todo)
+    arm_expiry(flow, frame)  # a resumed row that asked again, with a timeout
+    return frame
 
 
 def _check(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any]) -> list[tuple[Any, Run, Any]]:
@@ -81,13 +97,28 @@ def _paused_labels(frame: pd.DataFrame) -> str:
     return ", ".join(repr(x) for x in labels[:10]) + (" ..." if len(labels) > 10 else "") if labels else "none"
 
 
-async def _resume_all(flow: Flow, frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]]) -> pd.DataFrame:
-    async def one(run: Run, value: Any) -> None:
-        await run.aresume(value)
+async def _resume_all(
+    flow: Flow, frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], versions: list[int] | None = None
+) -> pd.DataFrame:
+    """Resume ``todo``'s runs concurrently, then update their rows in ``frame`` (and the store).
+
+    ``versions``: each run's pause version when its question expired (``_expire``): a run answered,
+    cancelled or resumed since is left out, not resumed twice."""
+    resumed = [True] * len(todo)
+
+    async def one(k: int, run: Run, value: Any) -> None:
+        if versions is None:
+            await run.aresume(value)
+            return
+        try:
+            await run.aresume(value, version=versions[k])
+        except ResumeConflictError:
+            resumed[k] = False  # someone got there first: their resume updates the row
 
     async with anyio.create_task_group() as tg:
-        for _, run, value in todo:
-            tg.start_soon(one, run, value)
+        for k, (_, run, value) in enumerate(todo):
+            tg.start_soon(one, k, run, value)
+    todo = [t for t, ok in zip(todo, resumed, strict=True) if ok]
     outputs = list(frame.attrs.get("outputs") or [])
     archive = frame.attrs.get("nbflow_runs")
     store_path = frame.attrs.get("store") or (archive.store if isinstance(archive, RunArchive) else None)
@@ -127,3 +158,74 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
                 key=key,
                 fingerprint=fingerprint,
             )
+
+
+def arm_expiry(flow: Flow, frame: pd.DataFrame) -> threading.Timer | None:
+    """If paused rows of ``frame`` asked with ``timeout=``: a timer that resumes them at the earliest deadline."""
+    due = [min(d) for _, _, d in _timed(frame)]
+    if not due:
+        return None
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    timer = threading.Timer(max(0.0, min(due) - time.time()), _fire, (flow, frame, loop))
+    timer.daemon = True  # never holds up exit: a stored row's deadline is in its checkpoint
+    timer.name = f"nbflow-expiry-batch-{frame.attrs.get('batch_id') or flow.name}"
+    timer.start()
+    return timer
+
+
+def _timed(frame: pd.DataFrame) -> list[tuple[Any, Run, list[float]]]:
+    """The paused rows whose run is at hand with a question that expires: (label, run, deadlines)."""
+    if "status" not in frame.columns:
+        return []
+    accessor = NbflowAccessor(frame)
+    out = []
+    for label in frame.index[frame["status"] == "paused"]:
+        try:
+            run = accessor.run(label)
+        except BatchError:  # (not kept, e.g. past keep_limit without a store): answered through flow.answer
+            continue
+        deadlines = [q.expires_at for q in run.pending.values() if q.expires_at is not None]
+        if deadlines:
+            out.append((label, run, deadlines))
+    return out
+
+
+def _fire(flow: Flow, frame: pd.DataFrame, loop: asyncio.AbstractEventLoop | None) -> None:
+    if loop is not None and loop.is_running():  # the batch's loop (the kernel's): the rows resume there
+        asyncio.run_coroutine_threadsafe(_expire(flow, frame), loop).add_done_callback(_quiet)
+        return
+    try:
+        asyncio.run(_expire(flow, frame))  # (the batch's loop is gone: a script's) in the timer's thread
+    except Exception as exc:
+        _warn(exc)
+
+
+async def _expire(flow: Flow, frame: pd.DataFrame) -> None:
+    """Resume (without an answer) the paused rows whose question expired; arm the timer for the others."""
+    now = time.time()
+    todo, versions = [], []
+    for label, run, deadlines in _timed(frame):
+        if min(deadlines) <= now:
+            run._flow = flow
+            todo.append((label, run, MISSING))
+            versions.append(run.pause_version)
+    if todo:
+        await _resume_all(flow, frame, todo, versions)
+    arm_expiry(flow, frame)
+
+
+def _quiet(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        _warn(future.exception())
+
+
+def _warn(exc: BaseException) -> None:
+    warnings.warn(
+        f"a question of a paused batch row expired, but resuming the row failed: {type(exc).__name__}: {exc}; "
+        f"resume it yourself with flow.answer(frame, {{row: answer}})",
+        NbflowWarning,
+        stacklevel=1,
+    )
