@@ -169,12 +169,13 @@ _OFF_LOOP_ONLY = (
     ("asyncio.runners", "cannot be called from a running event loop"),  # asyncio.run, asyncio.Runner.run
     ("asyncio.base_events", "another loop is running"),  # a new loop's run_until_complete
     ("asyncio.base_events", "already running"),  # the running loop's own run_until_complete, run_forever
+    ("anyio.from_thread", "AnyIO worker thread"),  # anyio.from_thread.run/run_sync: only from a worker thread
 )
 
 
 def needs_thread(exc: BaseException) -> bool:
     """``exc`` is one of those errors, raised where they are (not a RuntimeError of the user's own)."""
-    if type(exc) is not RuntimeError or exc.__traceback__ is None:
+    if not isinstance(exc, RuntimeError) or exc.__traceback__ is None:  # (anyio's is a subclass)
         return False
     tb = exc.__traceback__
     while tb.tb_next is not None:

@@ -8,6 +8,10 @@ the process exits as soon as the main thread is done, dropping an abandoned call
 any daemon thread's work). Calls that were not abandoned are awaited as before, so nothing a run
 reports is lost.
 
+Like anyio's own workers, each thread is claimed for the loop that awaits its call while it runs one, so a sync
+node can call back into that loop with ``anyio.from_thread.run(async_fn, ...)`` / ``run_sync`` (the anyio way;
+``asyncio.run_coroutine_threadsafe`` works too, given the loop).
+
 Same shape as anyio's pool: idle workers are reused (most recently idle first) and leave after
 ``IDLE_SECONDS`` without work; concurrent calls are capped by anyio's default thread limiter (40
 tokens, shared with ``anyio.to_thread``), whose token is given back when a call is abandoned.
@@ -16,6 +20,7 @@ tokens, shared with ``anyio.to_thread``), whose token is given back when a call 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import queue
 import threading
@@ -38,6 +43,8 @@ class _Worker(threading.Thread):
     def __init__(self) -> None:
         super().__init__(name="nbflow-worker", daemon=True)
         self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.claimed: asyncio.AbstractEventLoop | None = None  # the loop this thread is claimed for (_claim)
+        self.claim: contextlib.AbstractContextManager[Any] | None = None
 
     def run(self) -> None:
         while True:
@@ -53,6 +60,8 @@ class _Worker(threading.Thread):
             result: Any = None
             error: BaseException | None = None
             if not future.cancelled():  # (cancelled before it started: not run at all)
+                if loop is not self.claimed:
+                    self._claim(loop)
                 try:
                     result = ctx.run(func)
                 except BaseException as exc:  # reported to the awaiting task, never lost here
@@ -65,6 +74,36 @@ class _Worker(threading.Thread):
             except RuntimeError:  # the loop closed meanwhile (an abandoned call outlived it)
                 pass
             del future, loop, result, error
+
+    def _claim(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Mark this thread an anyio worker thread of ``loop`` (``anyio.from_thread``), until a job of another
+        loop comes (once per loop, not per call: ~3 µs).
+
+        anyio has no public call for it (``to_thread.run_sync`` does the same for its own threads); should a later
+        anyio move it, calls run unclaimed, as before (tests/engine/test_sync_nodes.py pins that they are not)."""
+        if self.claim is not None:
+            self.claim.__exit__(None, None, None)
+            self.claim = None
+        self.claimed = loop
+        make = _CLAIM[0] if _CLAIM else _load_claim()
+        if make is not None:
+            self.claim = make(loop)
+            self.claim.__enter__()
+
+
+_CLAIM: list[Callable[[asyncio.AbstractEventLoop], contextlib.AbstractContextManager[Any]] | None] = []
+
+
+def _load_claim() -> Callable[[asyncio.AbstractEventLoop], contextlib.AbstractContextManager[Any]] | None:
+    try:
+        from anyio._core._eventloop import claim_worker_thread, get_async_backend
+
+        backend = get_async_backend("asyncio")
+    except Exception:  # (another anyio: see _Worker._claim)
+        _CLAIM.append(None)
+    else:
+        _CLAIM.append(lambda loop: claim_worker_thread(backend, loop))
+    return _CLAIM[0]
 
 
 def _report(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -11,6 +11,7 @@ import threading
 import time
 import warnings
 
+import anyio.from_thread
 import pytest
 
 import nbflow as nf
@@ -210,6 +211,8 @@ def _run_nested(way: str, value: int) -> int:
 
     if way == "asyncio.run":
         return asyncio.run(fetch())
+    if way == "anyio.from_thread":  # back into the loop that runs the node (from a worker thread only)
+        return anyio.from_thread.run(fetch)
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(fetch())
@@ -217,7 +220,7 @@ def _run_nested(way: str, value: int) -> int:
         loop.close()
 
 
-@pytest.mark.parametrize("way", ["asyncio.run", "run_until_complete"])
+@pytest.mark.parametrize("way", ["asyncio.run", "run_until_complete", "anyio.from_thread"])
 async def test_a_learned_node_that_starts_running_its_own_loop_moves_to_a_thread_and_its_rows_succeed(way: str):
     """A node learned quick (inline) that later calls asyncio.run: refused on the loop's thread, so that call
     runs again in a worker thread and the node stays there; no row fails, nothing warns of a lost coroutine."""
@@ -266,12 +269,41 @@ async def test_a_runtime_error_of_the_users_own_is_not_run_again_in_a_thread():
     assert str(run.nodes["step"].error) == "this event loop is already running"
 
 
-async def test_asyncio_run_in_a_node_forced_inline_fails_with_a_note_naming_the_fix():
+@pytest.mark.parametrize("forced", [True, None])
+async def test_a_sync_node_in_a_thread_calls_back_into_its_loop_with_anyio_from_thread(forced: bool | None):
+    """The anyio way for sync code to use async code (an async client): ``anyio.from_thread.run`` and
+    ``run_sync`` from the node's worker thread run on the loop that runs the node."""
+    flow = nf.Flow(f"from_thread_{forced}")
+    loop = asyncio.get_running_loop()
+    seen: list[tuple[object, int]] = []
+
+    async def fetch(x: int) -> int:
+        await asyncio.sleep(0.001)
+        seen.append((asyncio.get_running_loop(), threading.get_ident()))
+        return x * 2
+
+    def note(x: int) -> int:
+        seen.append((asyncio.get_running_loop(), threading.get_ident()))
+        return x + 1
+
+    @flow.node(thread=forced)
+    def step(x: int) -> int:
+        time.sleep(0.003)  # (blocking: the default keeps it in a worker thread)
+        return anyio.from_thread.run_sync(note, anyio.from_thread.run(fetch, x))
+
+    frame = await flow.abatch([{"x": i} for i in range(12)], concurrency=4, progress=False)
+    assert (frame["status"] == "succeeded").all(), frame["error_message"].dropna().tolist()
+    assert list(frame["step"]) == [2 * i + 1 for i in range(12)]
+    assert len(seen) == 24 and all(lp is loop and t == threading.get_ident() for lp, t in seen)
+
+
+@pytest.mark.parametrize("way", ["asyncio.run", "anyio.from_thread"])
+async def test_asyncio_run_in_a_node_forced_inline_fails_with_a_note_naming_the_fix(way: str):
     flow = nf.Flow("forced_inline")
 
     @flow.node(thread=False)
     def step(x: int) -> int:
-        return _run_nested("asyncio.run", x)
+        return _run_nested(way, x)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
