@@ -14,7 +14,6 @@ frame and the store as ``flow.answer`` does; the rows still waiting get the next
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -27,10 +26,12 @@ from nbflow._batch.runs import NbflowAccessor, RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning, ResumeConflictError, RunInterrupted
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import is_secret_name, secret_texts
-from nbflow._engine.kernel import call_blocking
+from nbflow._engine.kernel import at_deadline, call_blocking
 from nbflow._store.batch_store import BatchStore
 
 if TYPE_CHECKING:
+    import threading
+
     import pandas as pd
 
     from nbflow._flow.flow import Flow
@@ -161,19 +162,13 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
 
 
 def arm_expiry(flow: Flow, frame: pd.DataFrame) -> threading.Timer | None:
-    """If paused rows of ``frame`` asked with ``timeout=``: a timer that resumes them at the earliest deadline."""
+    """If paused rows of ``frame`` asked with ``timeout=``: a timer that resumes them at the earliest deadline (on
+    the batch's loop if it still runs, the kernel's; else in the timer's thread: a script's loop is gone)."""
     due = [min(d) for _, _, d in _timed(frame)]
     if not due:
         return None
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    timer = threading.Timer(max(0.0, min(due) - time.time()), _fire, (flow, frame, loop))
-    timer.daemon = True  # never holds up exit: a stored row's deadline is in its checkpoint
-    timer.name = f"nbflow-expiry-batch-{frame.attrs.get('batch_id') or flow.name}"
-    timer.start()
-    return timer
+    name = f"nbflow-expiry-batch-{frame.attrs.get('batch_id') or flow.name}"
+    return at_deadline(min(due), name, lambda: _expire(flow, frame), lambda: asyncio.run(_expire(flow, frame)), _warn)
 
 
 def _timed(frame: pd.DataFrame) -> list[tuple[Any, Run, list[float]]]:
@@ -193,16 +188,6 @@ def _timed(frame: pd.DataFrame) -> list[tuple[Any, Run, list[float]]]:
     return out
 
 
-def _fire(flow: Flow, frame: pd.DataFrame, loop: asyncio.AbstractEventLoop | None) -> None:
-    if loop is not None and loop.is_running():  # the batch's loop (the kernel's): the rows resume there
-        asyncio.run_coroutine_threadsafe(_expire(flow, frame), loop).add_done_callback(_quiet)
-        return
-    try:
-        asyncio.run(_expire(flow, frame))  # (the batch's loop is gone: a script's) in the timer's thread
-    except Exception as exc:
-        _warn(exc)
-
-
 async def _expire(flow: Flow, frame: pd.DataFrame) -> None:
     """Resume (without an answer) the paused rows whose question expired; arm the timer for the others."""
     now = time.time()
@@ -215,11 +200,6 @@ async def _expire(flow: Flow, frame: pd.DataFrame) -> None:
     if todo:
         await _resume_all(flow, frame, todo, versions)
     arm_expiry(flow, frame)
-
-
-def _quiet(future: Any) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        _warn(future.exception())
 
 
 def _warn(exc: BaseException) -> None:

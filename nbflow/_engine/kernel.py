@@ -19,6 +19,7 @@ import asyncio
 import contextvars
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, NoReturn, TypeVar
 
@@ -30,7 +31,7 @@ from nbflow._core.errors import RunInterrupted
 from nbflow._core.events import Event
 from nbflow._record.run import Run
 
-__all__ = ["RunHandle", "call_blocking", "in_kernel", "kernel_ticker", "loop_thread", "run_blocking"]
+__all__ = ["RunHandle", "at_deadline", "call_blocking", "in_kernel", "kernel_ticker", "loop_thread", "run_blocking"]
 
 _TICK = 0.2
 
@@ -232,6 +233,47 @@ class _LoopThread:
         self.thread.join(timeout)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+def at_deadline(
+    when: float,
+    name: str,
+    on_loop: Callable[[], Awaitable[Any]],
+    off_loop: Callable[[], Any],
+    failed: Callable[[BaseException], None],
+) -> threading.Timer:
+    """At wall-clock time ``when`` (``time.time()``), from a daemon timer: ``on_loop()`` awaited on the loop running
+    now, if it still runs then (the kernel's, nbflow's loop thread), else ``off_loop()`` in the timer's thread.
+    ``failed(exc)`` hears what either raised. A daemon: it never holds up the process's exit.
+
+    Expiring questions (``nf.ask(timeout=)``) of a paused run and of a batch's paused rows use it."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+
+    def done(future: Any) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            failed(future.exception())
+
+    def fire() -> None:
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(_awaited(on_loop), loop).add_done_callback(done)
+            return
+        try:
+            off_loop()
+        except Exception as exc:  # say so; never a bare thread traceback
+            failed(exc)
+
+    timer = threading.Timer(max(0.0, when - time.time()), fire)
+    timer.daemon = True
+    timer.name = name
+    timer.start()
+    return timer
+
+
+async def _awaited(make: Callable[[], Awaitable[Any]]) -> Any:
+    return await make()
 
 
 def loop_thread() -> _LoopThread:

@@ -11,15 +11,15 @@ its questions when it is resumed (``nf.load_run(...).resume()``): ``asked_at`` i
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nbflow._core.errors import ResumeConflictError
 from nbflow._core.states import RunStatus
+from nbflow._engine.kernel import at_deadline
 
 if TYPE_CHECKING:
+    import threading
+
     from nbflow._record.run import Run
 
 __all__ = ["arm"]
@@ -32,42 +32,31 @@ def arm(run: Run) -> threading.Timer | None:
     due = [q.expires_at for q in run.pending.values() if q.expires_at is not None]
     if not due:
         return None
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    timer = threading.Timer(max(0.0, min(due) - time.time()), _fire, (run, run.pause_version, loop))
-    timer.daemon = True  # never holds up exit: the checkpoint keeps the deadline for a later resume
-    timer.name = f"nbflow-expiry-{run.run_id}"
-    timer.start()
-    return timer
+    version = run.pause_version
+    return at_deadline(
+        min(due), f"nbflow-expiry-{run.run_id}", lambda: _aresume(run, version), lambda: _resume(run, version), _warn
+    )
 
 
-def _fire(run: Run, version: int, loop: asyncio.AbstractEventLoop | None) -> None:
-    if run.status is not RunStatus.PAUSED or run.pause_version != version:
-        return  # answered, cancelled or resumed meanwhile
-    if getattr(run.store, "closed", False):
-        return  # its store was closed (or the file replaced): the deadline is in the file, for a later resume
-    if loop is not None and loop.is_running():
-        future = asyncio.run_coroutine_threadsafe(run.aresume(version=version), loop)
-        future.add_done_callback(_quiet)
-        return
-    try:
+def _waiting(run: Run, version: int) -> bool:
+    """Still paused at ``version`` (not answered, cancelled or resumed meanwhile), its store still open (else the
+    deadline is in the file, for a later resume)."""
+    return run.status is RunStatus.PAUSED and run.pause_version == version and not getattr(run.store, "closed", False)
+
+
+async def _aresume(run: Run, version: int) -> None:
+    if _waiting(run, version):
+        await run.aresume(version=version)
+
+
+def _resume(run: Run, version: int) -> None:
+    if _waiting(run, version):
         run.resume(version=version)
-    except ResumeConflictError:
-        pass  # someone else resumed it first: nothing to do
-    except Exception as exc:  # e.g. the store file is gone: say so, never a bare thread traceback
-        _warn(exc)
-
-
-def _quiet(future: Any) -> None:
-    if not future.cancelled():
-        exc = future.exception()
-        if exc is not None and not isinstance(exc, ResumeConflictError):
-            _warn(exc)
 
 
 def _warn(exc: BaseException) -> None:
+    if isinstance(exc, ResumeConflictError):
+        return  # someone else resumed it first: nothing to do
     import warnings
 
     from nbflow._core.errors import NbflowWarning

@@ -5,12 +5,12 @@ updates them; a row answered in time is not touched by the timer."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
 import nbflow as nf
+from tests.helpers.waiting import wait_for
 
 
 def _flow(name: str, **ask: object) -> nf.Flow:
@@ -29,14 +29,6 @@ def _flow(name: str, **ask: object) -> nf.Flow:
     return flow
 
 
-def _wait_for(pred, seconds: float = 30.0) -> None:
-    end = time.monotonic() + seconds
-    while not pred():
-        if time.monotonic() > end:
-            pytest.fail("condition not reached in time")
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("stored", [False, True])
 def test_expired_rows_take_the_default_by_themselves_and_a_row_answered_in_time_keeps_its_answer(
     tmp_path: Path, stored: bool
@@ -48,7 +40,7 @@ def test_expired_rows_take_the_default_by_themselves_and_a_row_answered_in_time_
     assert list(df["status"]) == ["succeeded", "paused", "paused", "paused"]
     flow.answer(df, {1: "approve"})  # in time
     assert df.loc[1, "publish"] == "TEA"
-    _wait_for(lambda: (df["status"] == "succeeded").all())
+    wait_for(lambda: (df["status"] == "succeeded").all())
     assert list(df["publish"]) == ["AUTO-1", "TEA", "(rejected)", "(rejected)"]
     assert df["question_prompt"].isna().all() and df.attrs["counts"] == {"succeeded": 4}
     assert df.nbflow.run(2).answers == {"review#0": "reject"}
@@ -58,7 +50,7 @@ def test_expired_rows_take_the_default_by_themselves_and_a_row_answered_in_time_
             with nf.BatchStore(db) as store:
                 return list(store.load(df.attrs["batch_id"])["publish"])
 
-        _wait_for(lambda: saved() == list(df["publish"]))
+        wait_for(lambda: saved() == list(df["publish"]))
         assert nf.load_run(db, df.loc[3, "run_id"])["publish"] == "(rejected)"
 
 
@@ -66,7 +58,7 @@ def test_without_a_default_an_expired_row_fails_naming_the_question() -> None:
     flow = _flow("batch_expiry_fail", timeout=0.3)
     df = flow.batch([{"topic": "tea"}], progress=False)
     assert df.loc[0, "status"] == "paused"
-    _wait_for(lambda: df.loc[0, "status"] == "failed")
+    wait_for(lambda: df.loc[0, "status"] == "failed")
     assert df.loc[0, "error_type"] == "QuestionExpiredError" and df.loc[0, "error_node"] == "review"
     assert "Publish tea?" in df.loc[0, "error_message"]
     with pytest.raises(nf.BatchError, match="not 'paused'"):

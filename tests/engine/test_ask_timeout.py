@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import nbflow as nf
+from tests.helpers.waiting import wait_for
 
 
 def _review_flow(name: str, **ask: object) -> nf.Flow:
@@ -34,21 +35,13 @@ def _review_flow(name: str, **ask: object) -> nf.Flow:
     return flow
 
 
-def _wait_for(pred, seconds: float = 30.0) -> None:
-    end = time.monotonic() + seconds
-    while not pred():
-        if time.monotonic() > end:
-            pytest.fail("condition not reached in time")
-        time.sleep(0.02)
-
-
 def test_an_in_memory_paused_run_takes_the_default_by_itself_at_the_deadline() -> None:
     flow = _review_flow("ask_default_mem", timeout=0.5, default="reject")
     run = flow.run(topic="tea", show=False)
     assert run.status is nf.RunStatus.PAUSED
     q = run.pending["review#0"]
     assert q.timeout == 0.5 and q.default == "reject" and q.expires_at == pytest.approx(q.asked_at + 0.5)
-    _wait_for(lambda: run.status is nf.RunStatus.SUCCEEDED)
+    wait_for(lambda: run.status is nf.RunStatus.SUCCEEDED)
     assert run["publish"] == "published: reject" and run.answers == {"review#0": "reject"} and not run.pending
 
 
@@ -56,7 +49,7 @@ def test_without_a_default_the_node_fails_clearly_at_the_deadline() -> None:
     flow = _review_flow("ask_fail_mem", timeout=0.3)
     run = flow.run(topic="tea", show=False)
     assert run.status is nf.RunStatus.PAUSED
-    _wait_for(lambda: run.status.finished)
+    wait_for(lambda: run.status.finished)
     assert run.status is nf.RunStatus.FAILED
     rec = run.nodes["review"]
     assert isinstance(rec.error, nf.QuestionExpiredError) and isinstance(rec.error, TimeoutError)
