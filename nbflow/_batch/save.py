@@ -71,8 +71,10 @@ def redacted(frame: pd.DataFrame, redact: Redactor | None = None, suffix: str = 
         return value
 
     out = frame.copy()
-    # (the run archive is a str, its id: pandas writes attrs into parquet's metadata as JSON)
-    out.attrs = {k: redact.scrub(v) for k, v in frame.attrs.items() if v is None or isinstance(v, _PLAIN_ATTR)}
+    # (pandas writes attrs into parquet's metadata as JSON; the run archive is a str, its id)
+    out.attrs = {
+        k: _json_safe(redact.scrub(v)) for k, v in frame.attrs.items() if v is None or isinstance(v, _PLAIN_ATTR)
+    }
     for col in out.columns:
         if is_secret_name(str(col)):
             out[col] = REDACTED_TEXT
@@ -117,6 +119,15 @@ def write_frame(frame: pd.DataFrame, path: str | os.PathLike[str], redact: Redac
         with contextlib.suppress(OSError):
             tmp.unlink()
     return out_path
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` as it is if JSON holds it, else a copy whose other values are their repr (a grid's objects)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, default=repr))
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -89,3 +89,21 @@ def test_an_unknown_suffix_is_refused_with_the_formats_and_nothing_is_written(tm
     ):
         frame.nbflow.save(tmp_path / "results.xlsx")
     assert list(tmp_path.glob("results*")) == []
+
+
+def test_a_grid_of_objects_saves_to_parquet_with_its_attributes_as_text(tmp_path):
+    class Model:
+        def __repr__(self) -> str:
+            return "Model('small')"
+
+    flow = nf.Flow("save_grid_objects")
+
+    @flow.node
+    def answer(prompt: str, model: object) -> str:
+        return f"{prompt} with {model!r}"
+
+    frame = flow.batch([{"prompt": "hi"}], grid={"model": {"small": Model()}}, progress=False)
+    path = frame.nbflow.save(tmp_path / "results.parquet")
+    back = pd.read_parquet(path)
+    assert back["answer"].tolist() == ["hi with Model('small')"]
+    assert back.attrs["variants"] == {"model": {"small": "Model('small')"}}
