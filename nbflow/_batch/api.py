@@ -93,7 +93,8 @@ def batch(
     ``flatten=True`` expands dict / pydantic / dataclass outputs into ``node.field`` columns.
 
     ``grid={"prompt": {"terse": P1, "steps": P2}}`` names variants (the column holds the name, the
-    node gets the value; ``df.attrs["variants"]`` keeps the mapping). A grid key must feed a flow
+    node gets the value; ``df.attrs["variants"]`` keeps the mapping, a value JSON cannot hold by its repr, so
+    the frame still writes to parquet). A grid key must feed a flow
     input or be declared a label (``labels=["note"]``; ``labels={"note": "v2"}`` adds constant
     columns). ``repeats=N`` runs every case N times with a ``sample`` column 0..N-1; nodes declared
     ``@flow.node(cache="per-sample")`` are cached once per sample.

@@ -11,6 +11,7 @@ import collections
 import functools
 import gc
 import itertools
+import json
 import operator
 import threading
 import uuid
@@ -725,7 +726,8 @@ def _frame(state: State) -> pd.DataFrame:
             "batch_id": state.batch_id,
             "outputs": list(cases.outputs),
             "grid": list(cases.grid_keys),
-            "variants": {k: dict(v) for k, v in cases.variants.items()},
+            # (values JSON cannot hold by their repr: pandas writes attrs into parquet as JSON)
+            "variants": json_safe({k: dict(v) for k, v in cases.variants.items()}),
             "repeats": cases.repeats,
             "experiment": state.opts.experiment,
             "stopped": state.stopped,
@@ -739,6 +741,15 @@ def _frame(state: State) -> pd.DataFrame:
             frame.attrs["store"] = state.archive.store
     register_accessor()
     return frame
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as it is if JSON holds it, else a copy whose other values are their repr (a grid of objects)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, default=repr))
+    return value
 
 
 def _as_dict(value: Any) -> dict[str, Any] | None:

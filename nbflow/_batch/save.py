@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.cases import STATUS_COLUMNS
-from nbflow._batch.rows import QUESTION_COLUMNS, _as_dict
+from nbflow._batch.rows import QUESTION_COLUMNS, _as_dict, json_safe
 from nbflow._core.errors import BatchError
 from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name
 
@@ -73,7 +73,7 @@ def redacted(frame: pd.DataFrame, redact: Redactor | None = None, suffix: str = 
     out = frame.copy()
     # (pandas writes attrs into parquet's metadata as JSON; the run archive is a str, its id)
     out.attrs = {
-        k: _json_safe(redact.scrub(v)) for k, v in frame.attrs.items() if v is None or isinstance(v, _PLAIN_ATTR)
+        k: json_safe(redact.scrub(v)) for k, v in frame.attrs.items() if v is None or isinstance(v, _PLAIN_ATTR)
     }
     for col in out.columns:
         if is_secret_name(str(col)):
@@ -119,15 +119,6 @@ def write_frame(frame: pd.DataFrame, path: str | os.PathLike[str], redact: Redac
         with contextlib.suppress(OSError):
             tmp.unlink()
     return out_path
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` as it is if JSON holds it, else a copy whose other values are their repr (a grid's objects)."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=repr))
-    return value
 
 
 def _plain(value: Any) -> Any:

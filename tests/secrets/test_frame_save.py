@@ -107,3 +107,25 @@ def test_a_grid_of_objects_saves_to_parquet_with_its_attributes_as_text(tmp_path
     back = pd.read_parquet(path)
     assert back["answer"].tolist() == ["hi with Model('small')"]
     assert back.attrs["variants"] == {"model": {"small": "Model('small')"}}
+
+
+def test_a_batch_frame_with_a_grid_of_objects_writes_to_parquet_with_pandas_too(tmp_path):
+    """docs/batch.md promises ``to_parquet`` keeps working: pandas writes ``attrs`` as JSON, so the frame's
+    ``variants`` mapping holds a value JSON cannot hold by its repr (the rows feed the real object)."""
+
+    class Model:
+        def __repr__(self) -> str:
+            return "Model('small')"
+
+    flow = nf.Flow("grid_objects_to_parquet")
+
+    @flow.node
+    def answer(prompt: str, model: object, settings: dict) -> str:
+        return f"{prompt} with {model!r} at {settings['t']}"
+
+    grid = {"model": {"small": Model()}, "settings": {"cold": {"t": 0.0}}}
+    frame = flow.batch([{"prompt": "hi"}], grid=grid, progress=False)
+    assert frame["answer"].tolist() == ["hi with Model('small') at 0.0"]
+    assert frame.attrs["variants"] == {"model": {"small": "Model('small')"}, "settings": {"cold": {"t": 0.0}}}
+    frame.to_parquet(tmp_path / "plain.parquet")
+    assert pd.read_parquet(tmp_path / "plain.parquet").attrs["variants"] == frame.attrs["variants"]
