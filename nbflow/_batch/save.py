@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import STATUS_COLUMNS
+from nbflow._batch.cases import STATUS_COLUMNS, _own_index
 from nbflow._batch.rows import QUESTION_COLUMNS, _as_dict, json_safe
 from nbflow._core.errors import BatchError
 from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name
@@ -90,7 +90,9 @@ def redacted(frame: pd.DataFrame, redact: Redactor | None = None, suffix: str = 
 
 def write_frame(frame: pd.DataFrame, path: str | os.PathLike[str], redact: Redactor | None = None) -> Path:
     """Write ``redacted(frame)`` to ``path`` (``.parquet``, ``.csv`` or ``.jsonl``, by its suffix) atomically:
-    a temporary file beside it, renamed once whole. Returns the path written.
+    a temporary file beside it, renamed once whole. A frame whose rows have labels of their own (the index of
+    the DataFrame the batch was given) keeps them: parquet's index, a first column in CSV and JSON lines.
+    Returns the path written.
 
     Raises BatchError for another suffix, a missing pyarrow (parquet) or a file that cannot be written.
     """
@@ -104,12 +106,13 @@ def write_frame(frame: pd.DataFrame, path: str | os.PathLike[str], redact: Redac
     clean = redacted(frame, redact, suffix)
     tmp = out_path.with_name(f".{out_path.name}.partial")
     try:
+        own_index = _own_index(clean) is not None  # (the rows' own labels: kept, never dropped)
         if suffix == ".parquet":
-            clean.to_parquet(tmp, index=False)
+            clean.to_parquet(tmp)  # (pandas keeps a non-default index and reads it back as the index)
         elif suffix == ".csv":
-            clean.to_csv(tmp, index=False)
+            clean.to_csv(tmp, index=own_index)
         else:
-            clean.to_json(tmp, orient="records", lines=True, force_ascii=False)
+            (clean.reset_index() if own_index else clean).to_json(tmp, orient="records", lines=True, force_ascii=False)
         os.replace(tmp, out_path)
     except ImportError:
         raise BatchError(f"writing {os.fspath(path)!r} needs pyarrow: pip install 'nbflow[parquet]'") from None

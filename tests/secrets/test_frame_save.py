@@ -129,3 +129,24 @@ def test_a_batch_frame_with_a_grid_of_objects_writes_to_parquet_with_pandas_too(
     assert frame.attrs["variants"] == {"model": {"small": "Model('small')"}, "settings": {"cold": {"t": 0.0}}}
     frame.to_parquet(tmp_path / "plain.parquet")
     assert pd.read_parquet(tmp_path / "plain.parquet").attrs["variants"] == frame.attrs["variants"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_rows_with_labels_of_their_own_keep_them_in_the_file(tmp_path, suffix):
+    flow = nf.Flow(f"save_labels_{suffix[1:]}")
+
+    @flow.node
+    def double(x: int) -> int:
+        return 2 * x
+
+    rows = pd.DataFrame({"x": [1, 2, 3]}, index=pd.Index(["q7", "q3", "q9"], name="case"))
+    frame = flow.batch(rows, progress=False)
+    assert list(frame.index) == ["q7", "q3", "q9"]
+    path = frame.nbflow.save(tmp_path / f"results{suffix}")
+    if suffix == ".parquet":
+        back = pd.read_parquet(path)
+        assert list(back.index) == ["q7", "q3", "q9"] and back.index.name == "case"
+    else:
+        back = pd.read_csv(path) if suffix == ".csv" else pd.read_json(path, lines=True)
+        assert back["case"].tolist() == ["q7", "q3", "q9"]
+    assert back["double"].tolist() == [2, 4, 6]
