@@ -14,6 +14,7 @@ frame and the store as ``flow.answer`` does; the rows still waiting get the next
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -30,8 +31,6 @@ from nbflow._engine.kernel import at_deadline, call_blocking
 from nbflow._store.batch_store import BatchStore
 
 if TYPE_CHECKING:
-    import threading
-
     import pandas as pd
 
     from nbflow._flow.flow import Flow
@@ -165,10 +164,22 @@ def arm_expiry(flow: Flow, frame: pd.DataFrame) -> threading.Timer | None:
     """If paused rows of ``frame`` asked with ``timeout=``: a timer that resumes them at the earliest deadline (on
     the batch's loop if it still runs, the kernel's; else in the timer's thread: a script's loop is gone)."""
     due = [min(d) for _, _, d in _timed(frame)]
-    if not due:
-        return None
-    name = f"nbflow-expiry-batch-{frame.attrs.get('batch_id') or flow.name}"
-    return at_deadline(min(due), name, lambda: _expire(flow, frame), lambda: asyncio.run(_expire(flow, frame)), _warn)
+    with _TIMERS_LOCK:  # one timer per frame: a new one (flow.answer left rows paused) replaces the one before
+        old = _TIMERS.pop(id(frame), None)
+        if old is not None:
+            old.cancel()
+        if not due:
+            return None
+        name = f"nbflow-expiry-batch-{frame.attrs.get('batch_id') or flow.name}"
+        timer = at_deadline(
+            min(due), name, lambda: _expire(flow, frame), lambda: asyncio.run(_expire(flow, frame)), _warn
+        )
+        _TIMERS[id(frame)] = timer
+        return timer
+
+
+_TIMERS: dict[int, threading.Timer] = {}  # id(frame) -> its expiry timer (until it fires or is replaced)
+_TIMERS_LOCK = threading.Lock()
 
 
 def _timed(frame: pd.DataFrame) -> list[tuple[Any, Run, list[float]]]:
@@ -190,6 +201,8 @@ def _timed(frame: pd.DataFrame) -> list[tuple[Any, Run, list[float]]]:
 
 async def _expire(flow: Flow, frame: pd.DataFrame) -> None:
     """Resume (without an answer) the paused rows whose question expired; arm the timer for the others."""
+    with _TIMERS_LOCK:
+        _TIMERS.pop(id(frame), None)  # (this one fired)
     now = time.time()
     todo, versions = [], []
     for label, run, deadlines in _timed(frame):

@@ -54,6 +54,7 @@ class _Worker(threading.Thread):
                 with _lock:
                     if self in _idle:  # no job was handed to it meanwhile: leave
                         _idle.remove(self)
+                        self._unclaim()
                         return
                 continue
             ctx, func, loop, future = job
@@ -61,7 +62,7 @@ class _Worker(threading.Thread):
             error: BaseException | None = None
             if not future.cancelled():  # (cancelled before it started: not run at all)
                 if loop is not self.claimed:
-                    self._claim(loop)
+                    self._claim(loop)  # (never raises: a claim is a convenience, the call runs anyway)
                 try:
                     result = ctx.run(func)
                 except BaseException as exc:  # reported to the awaiting task, never lost here
@@ -80,15 +81,27 @@ class _Worker(threading.Thread):
         loop comes (once per loop, not per call: ~3 µs).
 
         anyio has no public call for it (``to_thread.run_sync`` does the same for its own threads); should a later
-        anyio move it, calls run unclaimed, as before (tests/engine/test_sync_nodes.py pins that they are not)."""
-        if self.claim is not None:
-            self.claim.__exit__(None, None, None)
-            self.claim = None
+        anyio move it, calls run unclaimed, as before (tests/engine/test_sync_nodes.py pins that they are not).
+        The claim is left here, in this thread, before the thread ends (``_unclaim``): anyio's claim is a
+        generator, and one left to the garbage collector would run its clean-up in whichever thread collects
+        it, removing that thread's claim (seen: a worker's next claim failed and its call was lost)."""
+        self._unclaim()
         self.claimed = loop
         make = _CLAIM[0] if _CLAIM else _load_claim()
-        if make is not None:
-            self.claim = make(loop)
-            self.claim.__enter__()
+        if make is None:
+            return
+        try:
+            claim = make(loop)
+            claim.__enter__()
+        except Exception:  # (another anyio: see above)
+            return
+        self.claim = claim
+
+    def _unclaim(self) -> None:
+        claim, self.claim, self.claimed = self.claim, None, None
+        if claim is not None:
+            with contextlib.suppress(Exception):
+                claim.__exit__(None, None, None)
 
 
 _CLAIM: list[Callable[[asyncio.AbstractEventLoop], contextlib.AbstractContextManager[Any]] | None] = []
