@@ -27,9 +27,16 @@ SCREEN_MASK = "••••••"
 """What replaces the text of a secret value inside a string written to disk (messages, tracebacks, outputs)."""
 
 # The one rule for secret names (stores, checkpoints, caches, batch ids, Dask and the widgets all ask
-# is_secret_name). A name is split into parts on ``_``, ``-``, ``.``, spaces and camelCase, in any case
-# style: ``HF_TOKEN``, ``hfToken``, ``hf-token``, ``db_pwd``, ``OPENAI_API_KEY``, ``session_cookie`` are
-# secret; ``max_tokens``, ``author``, ``tokenizer`` are not (a batch would otherwise drop such columns).
+# is_secret_name; docs/secrets.md holds the table). A name is split into parts on ``_``, ``-``, ``.``,
+# spaces and camelCase, in any case style. It is secret when:
+# - a part is a credential word (``HF_TOKEN``, ``db_pwd``, ``session_cookie``, ``JWT``, ``Authorization``);
+# - two parts make a credential (``api_key``, ``client_secret``, ``database_url``, ``connection_string``);
+# - ``key`` follows a provider or a kind of key (``OPENAI_KEY``, ``azure_openai_key``, ``ssh_key``);
+# - its last part is ``pat``, ``dsn`` or ``pass`` after another part (``GH_PAT``, ``SENTRY_DSN``, ``DB_PASS``);
+# - it holds ``password``/``passwd``/``passphrase`` anywhere (``PGPASSWORD``).
+# Not secret: ``max_tokens``, ``token_count``, ``prompt_tokens`` (a "token" that is counted), ``keyword``,
+# ``key_points``, ``cache_key``, ``sort_key``, ``author``, ``tokenizer``: a batch does not store secret-named
+# columns, so a false positive loses data.
 _SECRET_WORDS = frozenset(
     {
         "password",
@@ -47,11 +54,63 @@ _SECRET_WORDS = frozenset(
         "privatekey",
         "accesskey",
         "secretkey",
+        "jwt",
+        "bearer",
+        "dsn",
+        "pgpass",
+        "connstr",
     }
 )
 _SECRET_PAIRS = frozenset(
-    {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("client", "secret")}
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("client", "secret"),
+        ("database", "url"),
+        ("database", "uri"),
+        ("db", "url"),
+        ("db", "uri"),
+        ("connection", "string"),
+        ("conn", "string"),
+        ("conn", "str"),
+        ("webhook", "url"),
+    }
 )
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# ``<this>_key`` is a credential: API providers, and kinds of keys (``cache_key``, ``sort_key``, ``s3_key``,
+# ``primary_key`` are not).
+_KEY_OWNERS = _words(
+    # providers of model and data APIs
+    "openai anthropic claude azure cohere mistral groq gemini google gcp vertex aws hf huggingface replicate "
+    "together fireworks perplexity deepseek xai grok openrouter voyage jina nvidia nim ai21 deepinfra anyscale "
+    "cerebras sambanova pinecone weaviate qdrant chroma langchain langsmith langfuse wandb serpapi serper "
+    "tavily exa firecrawl elevenlabs assemblyai deepgram stripe sendgrid twilio mailgun postmark slack github "
+    "gh gitlab discord telegram notion airtable algolia datadog dd sentry mapbox bing brave youtube "
+    "openweather supabase firebase vercel netlify heroku cloudflare digitalocean linear jira atlassian "
+    "shopify paypal zapier segment mixpanel amplitude newrelic honeycomb modal runpod "
+    # kinds of keys
+    "ssh rsa dsa ecdsa ed25519 gpg pgp signing encryption decryption master hmac license licence deploy "
+    "service app consumer session crypto cipher aes fernet admin root subscription account storage sas"
+)
+# "token" counted, not a credential: ``token_count``, ``token_ids``, ``max_token``, ``input_token_count``.
+_COUNT_AFTER = _words(
+    "count counts usage used limit limits len length budget cost costs total num number ids id type types "
+    "index logprobs logprob probs prob estimate rate stats size per left remaining"
+)
+_COUNT_BEFORE = _words(
+    "max min num n total input output prompt completion cached reasoning avg mean per first last next end "
+    "start special pad eos bos unk sep cls mask"
+)
+# ``first_pass``, ``second_pass``: a pass of an algorithm, not a password.
+_NOT_PASS = _words("first second third last final single multi one two next by")
+_CONTAINED = ("password", "passwd", "passphrase")
 _SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -68,7 +127,10 @@ class Secret(str):
     def __new__(cls, value: object = "") -> Secret:
         self = super().__new__(cls, value)
         if len(self) >= MARKED_MIN_LENGTH:
-            _MARKED.add(str.__str__(self))  # (see remark_secrets)
+            text = str.__str__(self)
+            _MARKED.add(text)  # (see remark_secrets)
+            if text not in _KNOWN.texts:
+                _KNOWN.add(text)
         return self
 
     def __repr__(self) -> str:
@@ -140,9 +202,21 @@ def is_secret_name(name: object) -> bool:
 @functools.lru_cache(maxsize=4096)  # the same few names (parameters, columns) are asked about for every row
 def _secret_name(name: str) -> bool:
     parts = [p.lower() for p in _SPLIT.split(name) if p]
-    if any(p in _SECRET_WORDS for p in parts):
+    for i, p in enumerate(parts):
+        if p in _SECRET_WORDS and not (p == "token" and _counted(parts, i)):
+            return True
+    for pair in itertools.pairwise(parts):
+        if pair in _SECRET_PAIRS or (pair[1] == "key" and pair[0] in _KEY_OWNERS):
+            return True
+    if len(parts) > 1 and (parts[-1] == "pat" or (parts[-1] == "pass" and parts[-2] not in _NOT_PASS)):
         return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
+    lowered = name.lower()
+    return any(word in lowered for word in _CONTAINED)
+
+
+def _counted(parts: list[str], i: int) -> bool:
+    """Whether the "token" at ``parts[i]`` is a count of tokens (``token_count``, ``max_token``), not a credential."""
+    return (i + 1 < len(parts) and parts[i + 1] in _COUNT_AFTER) or (i > 0 and parts[i - 1] in _COUNT_BEFORE)
 
 
 def redact(name: str, value: Any) -> Any:
@@ -236,6 +310,8 @@ class Redactor:
         self.marker = marker
         self._secrets: set[str] = set()
         self._ordered: tuple[str, ...] = ()
+        self._seen = -1  # the version of the known secrets that _ordered holds
+        self._match: re.Pattern[str] | None = None
         self.add(secrets)
 
     @classmethod
@@ -246,27 +322,42 @@ class Redactor:
         for s in secrets:
             if isinstance(s, str) and len(s) >= 4:
                 self._secrets.add(str.__str__(s))
-        self._ordered = tuple(sorted(self._secrets, key=len, reverse=True))  # longest first: overlaps
+        self._seen = -1
+
+    def _texts(self) -> tuple[str, ...]:
+        """Its own secrets and every secret known in this process (``learn``), longest first (overlaps)."""
+        if self._seen != _KNOWN.version:
+            texts = self._secrets | _KNOWN.texts if _KNOWN.texts else self._secrets
+            self._ordered = tuple(sorted(texts, key=len, reverse=True))
+            self._match = _trie_pattern(self._ordered) if len(self._ordered) > _FEW else None
+            self._seen = _KNOWN.version
+        return self._ordered
 
     def collect(self, values: Mapping[Any, Any]) -> None:
         """Remember the secret values in ``values`` (``nf.Secret`` anywhere, secret-named entries)."""
         self.add(_secret_values(values))
 
     def __call__(self, text: str) -> str:
-        for s in self._ordered:
+        texts = self._texts()
+        if self._match is not None:
+            return self._match.sub(self.marker, text)
+        for s in texts:
             if s in text:
                 text = text.replace(s, self.marker)
         return text
 
     def found_in(self, data: bytes | str) -> bool:
         """Whether ``data`` holds the text of a known secret."""
+        texts = self._texts()
         if isinstance(data, str):
-            return any(s in data for s in self._ordered)
-        return any(s.encode() in data for s in self._ordered)
+            if self._match is not None:
+                return self._match.search(data) is not None
+            return any(s in data for s in texts)
+        return any(s.encode() in data for s in texts)
 
     def scrub(self, value: Any, depth: int = 0) -> Any:
         """``value`` with secret texts replaced in its strings (dicts, lists, tuples, sets copied; others as is)."""
-        if not self._ordered or depth > 50:
+        if not self._texts() or depth > 50:
             return value
         if isinstance(value, Secret):
             return REDACTED
@@ -283,4 +374,175 @@ class Redactor:
         return value
 
     def __bool__(self) -> bool:
-        return bool(self._secrets)
+        return bool(self._secrets) or bool(_KNOWN.texts)
+
+
+# --- secrets known by their value ---------------------------------------------------------------------------------
+# As CI systems mask registered secrets in logs: the texts below are replaced wherever they appear inside any text
+# a sink writes (``gate``; every ``Redactor`` adds them to its own). They are learned from the environment (a
+# variable whose name is secret, or whose value has a token's shape), from every ``nf.Secret``/``nf.env`` value,
+# and from the inputs of every run (secret-named ones, and token-shaped values under any name). A text shorter than
+# LEARNED_MIN_LENGTH is never learned: "admin" or "1234" would redact ordinary text everywhere.
+LEARNED_MIN_LENGTH = MARKED_MIN_LENGTH
+
+# Token formats: a value that *is* one of these (the whole value, surrounding spaces aside) is a secret under any
+# name. A small table (docs/secrets.md) rather than detect-secrets: its regex plugins hold the same formats, its
+# entropy plugins flag ordinary hashes and ids, and it scans files line by line, not one value.
+SHAPES: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern, re.DOTALL)
+    for name, pattern in (
+        ("OpenAI, Anthropic, DeepSeek key (sk-..., sk-proj-..., sk-ant-...)", r"sk-[A-Za-z0-9_\-]{16,}"),
+        ("GitHub token (ghp_, gho_, ghu_, ghs_, ghr_)", r"gh[pousr]_[A-Za-z0-9]{30,}"),
+        ("GitHub fine-grained token (github_pat_...)", r"github_pat_[A-Za-z0-9_]{30,}"),
+        ("GitLab token (glpat-...)", r"glpat-[A-Za-z0-9_\-]{20,}"),
+        ("Slack token (xoxb-, xoxp-, xoxa-, xoxs-, xoxr-, xoxe-)", r"xox[bpasre]-[A-Za-z0-9\-]{10,}"),
+        ("Slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]{20,}"),
+        ("AWS access key id (AKIA..., ASIA...)", r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}"),
+        ("Google API key (AIza...)", r"AIza[0-9A-Za-z_\-]{35}"),
+        ("Hugging Face token (hf_...)", r"hf_[A-Za-z0-9]{30,}"),
+        ("Stripe secret key (sk_live_, rk_test_...)", r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+        ("npm token (npm_...)", r"npm_[A-Za-z0-9]{36}"),
+        ("PyPI token (pypi-...)", r"pypi-[A-Za-z0-9_\-]{50,}"),
+        ("SendGrid key (SG.x.y)", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+        ("JSON Web Token (eyJ...eyJ...)", r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),
+        ("private key (PEM)", r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*"),
+        ("URL with a password (scheme://user:password@host)", r"[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:[^/\s@]+@\S+"),
+    )
+}
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:([^/\s@]+)@")
+# Environment variables that are secret by name but hold no secret (the ssh agent's socket path).
+_PLAIN_ENVIRONMENT = frozenset({"SSH_AUTH_SOCK", "SSH_AGENT_PID"})
+_FEW = 16  # up to this many secrets a plain substring search is fastest; more go through one trie regex
+
+
+class _Known:
+    """The texts learned in this process; ``version`` changes with each new one (redactors rebuild)."""
+
+    __slots__ = ("environment", "texts", "version")
+
+    def __init__(self) -> None:
+        self.texts: frozenset[str] = frozenset()
+        self.version = 0
+        self.environment: dict[Any, Any] | None = None  # the environment learned from, to see a change
+
+    def add(self, *texts: str) -> None:
+        new = {t for t in texts if len(t) >= LEARNED_MIN_LENGTH} - self.texts
+        if new:
+            self.texts = self.texts | new
+            self.version += 1
+
+
+_KNOWN = _Known()
+
+
+def looks_like_token(text: object) -> str | None:
+    """The name of the token format (``SHAPES``) that ``text`` has as a whole, or None."""
+    if not isinstance(text, str) or len(text) < LEARNED_MIN_LENGTH:
+        return None
+    value = text.strip()
+    for name, shape in SHAPES.items():
+        if shape.fullmatch(value):
+            return name
+    return None
+
+
+def _secret_parts(text: str) -> list[str]:
+    """``text`` and, for a URL with a password, the password alone (plain and %-decoded): what to learn of it."""
+    parts = [str.__str__(text), text.strip()]
+    found = _URL_PASSWORD.match(text.strip())
+    if found:
+        from urllib.parse import unquote
+
+        parts += [found.group(1), unquote(found.group(1))]
+    return parts
+
+
+def learn(*texts: object) -> None:
+    """Remember these texts as secrets of this process: every sink redacts them from now on (``gate``)."""
+    for text in texts:
+        if isinstance(text, str) and len(text) >= LEARNED_MIN_LENGTH:
+            _KNOWN.add(*_secret_parts(text))
+
+
+def learn_environment() -> None:
+    """Learn the values of the environment variables that look secret, by name or by shape (``looks_like_token``).
+
+    Called when a run or a batch starts; costs one dict comparison when the environment did not change since.
+    """
+    data = getattr(os.environ, "_data", None)
+    snapshot = dict(data) if isinstance(data, dict) else dict(os.environ)
+    if snapshot == _KNOWN.environment:
+        return
+    _KNOWN.environment = snapshot
+    for name, value in os.environ.items():
+        if (
+            len(value) >= LEARNED_MIN_LENGTH
+            and name not in _PLAIN_ENVIRONMENT
+            and (is_secret_name(name) or looks_like_token(value))
+        ):
+            _KNOWN.add(*_secret_parts(value))
+
+
+def learn_inputs(values: Mapping[Any, Any]) -> None:
+    """Learn the secrets among a run's inputs: ``nf.Secret``s, secret-named values, token-shaped values under
+    any name (top level and one level into dicts and lists). The environment is looked at again first."""
+    learn_environment()
+    found = list(secret_texts(values))
+    for v in values.values():
+        items = v.values() if isinstance(v, Mapping) else v if isinstance(v, list | tuple) else (v,)
+        for item in items:
+            if type(item) is str and looks_like_token(item):
+                found.append(item)
+    if found:
+        learn(*found)
+
+
+def known_secrets() -> frozenset[str]:
+    """The secret texts learned in this process (for a test or a sink that searches bytes)."""
+    return _KNOWN.texts
+
+
+_GATE = Redactor()
+
+
+def gate(value: Any, extra: Iterable[str] = ()) -> Any:
+    """THE redaction gate: ``value`` with the text of every known secret replaced by ``[REDACTED]``.
+
+    A string gives a string; dicts, lists, tuples and sets give copies with their strings redacted; an
+    ``nf.Secret`` gives ``REDACTED``; anything else comes back as is. ``extra``: more secret texts for this call
+    (e.g. the run's own secret inputs of 4 to 7 characters). Every sink that writes text (a store, a file, a
+    trace, a transcript, a report, a message to the browser, a warning, an error message) passes it through here.
+    """
+    if extra:
+        return Redactor(extra).scrub(value)
+    if not _KNOWN.texts:
+        return value
+    return _GATE.scrub(value)
+
+
+def _trie_pattern(texts: Iterable[str]) -> re.Pattern[str]:
+    """One regex matching any of ``texts``, longest first, built as a trie (fast for hundreds of secrets)."""
+    root: dict[str, Any] = {}
+    for text in texts:
+        node = root
+        for ch in text:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return re.compile(_trie_regex(root))
+
+
+def _trie_regex(node: dict[str, Any]) -> str:
+    alternatives = []
+    for ch, child in node.items():
+        if ch == "":
+            continue
+        chain = [ch]
+        while len(child) == 1 and "" not in child:  # a run of single children: one literal
+            ((nxt, child),) = child.items()
+            chain.append(nxt)
+        rest = _trie_regex(child)
+        alternatives.append(re.escape("".join(chain)) + rest)
+    if not alternatives:
+        return ""
+    body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+    return f"(?:{body})?" if "" in node else body
