@@ -37,7 +37,7 @@ from nbflow._cli_io import (
     remember_source,
 )
 from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
-from nbflow._core.secrets import Redactor, Secret, is_secret_name, secret_texts
+from nbflow._core.secrets import Redactor, Secret, gate, is_secret_name, learn_environment, secret_texts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -174,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: parse ``argv``, run the command, return its exit code."""
     args = _parser().parse_args(argv)
     out, err = _consoles()
+    learn_environment()  # what this command prints or writes never holds a secret environment variable's value
     provider = None
     try:
         if getattr(args, "trace", False) or getattr(args, "otlp_endpoint", None):
@@ -185,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = {"run": _run, "batch": _batch, "show": _show, "resume": _resume}[args.command]
         return int(command(args, out, err))
     except _SourceError as exc:
-        err.print(f"nbflow {args.command}: error: {exc}", style="red", markup=False, highlight=False)
-        err.print(exc.traceback.rstrip(), markup=False, highlight=False)
+        err.print(f"nbflow {args.command}: error: {gate(str(exc))}", style="red", markup=False, highlight=False)
+        err.print(gate(exc.traceback.rstrip()), markup=False, highlight=False)
         return USAGE
     except NbflowError as exc:
         message = " ".join(str(exc).split())

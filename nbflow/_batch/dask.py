@@ -34,6 +34,7 @@ from nbflow._batch.rows import (
     QUESTION_COLUMNS,
     Options,
     State,
+    breaker_error,
     clip,
     end_batch,
     render_progress,
@@ -478,7 +479,7 @@ async def _run_remote(
                 elif result["status"] == "failed":
                     progress.failed += 1
                     consecutive += 1
-                    last_error = f"{result['error_type']}: {result['error_message']}"
+                    last_error = breaker_error(result, cases.cases[i].inputs)
                 if store_failed is not None and state.stopped is None:
                     state.stopped = store_failed
                 if breaker is not None and consecutive >= breaker and state.stopped is None:

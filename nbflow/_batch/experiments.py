@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.summary import summarize
 from nbflow._core.errors import BatchError, StoreError
+from nbflow._core.secrets import REDACTED_TEXT, Secret, is_secret_name
 from nbflow._store.batch_store import BatchStore
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def experiment_meta(state: State) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "experiment": opts.experiment or state.batch_id,
         "grid": list(cases.grid_keys),
-        "variants": {k: {name: _plain(v) for name, v in vs.items()} for k, vs in cases.variants.items()},
+        "variants": {k: {name: _shown(k, v) for name, v in vs.items()} for k, vs in cases.variants.items()},
         "outputs": list(cases.outputs),
         "repeats": cases.repeats,
         "fingerprint": state.fingerprint,
@@ -58,12 +59,17 @@ def record_experiment(state: State, store: BatchStore) -> None:
     }
     try:
         summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
-        meta["summary"] = [
-            {str(k): _plain(v) for k, v in rec.items()} for rec in summary.reset_index().to_dict("records")
+        meta["summary"] = [  # keyed by the grid's values: a secret one is written as the marker
+            {str(k): _shown(str(k), v) for k, v in rec.items()} for rec in summary.reset_index().to_dict("records")
         ]
     except Exception as exc:  # a summary must never lose the batch
         meta["summary_error"] = f"{type(exc).__name__}: {exc}"
     store.update_meta(state.batch_id, meta, columns=[str(c) for c in frame.columns])
+
+
+def _shown(name: str, value: Any) -> Any:
+    """``_plain(value)``, or the redaction marker for a secret (by its name, ``nf.Secret``)."""
+    return REDACTED_TEXT if isinstance(value, Secret) or is_secret_name(name) else _plain(value)
 
 
 def _plain(value: Any) -> Any:

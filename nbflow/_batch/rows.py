@@ -16,7 +16,7 @@ import operator
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
-from nbflow._core.secrets import Secret, secret_texts
+from nbflow._core.secrets import Secret, gate, learn_inputs, secret_texts
 from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
 from nbflow._engine.caching import SAMPLE
@@ -47,6 +47,7 @@ __all__ = [
     "QUESTION_COLUMNS",
     "Options",
     "State",
+    "breaker_error",
     "clip",
     "end_batch",
     "finish_partial",
@@ -112,6 +113,8 @@ class State:
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
+        for case in cases.cases:  # the rows' secrets (by name, nf.Secret, token shape): redacted at every sink
+            learn_inputs(case.inputs, by_name=not opts.store_secrets)
         return cls(flow, cases, [None] * len(cases.cases), opts)
 
     def build(self) -> pd.DataFrame:
@@ -229,7 +232,7 @@ async def run_rows(
                 ok = False
             if store_failed is not None and state.stopped is None:
                 state.stopped = store_failed
-            breaker.finished(ok, admitted, "" if ok else f"{result['error_type']}: {result['error_message']}")
+            breaker.finished(ok, admitted, "" if ok else breaker_error(result, case.inputs))
 
     async def refresh() -> None:
         # Also wakes the loop 4x/s, which keeps a kernel interrupt prompt (ipykernel #881).
@@ -795,6 +798,12 @@ def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
     out = pd.concat(parts, axis=1)
     out.attrs = dict(frame.attrs)
     return out
+
+
+def breaker_error(result: dict[str, Any], inputs: Mapping[str, Any]) -> str:
+    """A failed row's error as the circuit breaker quotes it (the experiment record, the progress, the warning,
+    the command line's stderr): every secret's text redacted, the row's own and every known one."""
+    return gate(f"{result['error_type']}: {result['error_message']}", secret_texts(inputs))
 
 
 def clip(text: str, limit: int = 160) -> str:

@@ -42,6 +42,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, gate, is_secret_name
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -103,9 +105,24 @@ def _suggest(name: str, candidates: Iterable[str]) -> str:
 class NbflowWarning(UserWarning):
     """Something works, but not as well as it could (e.g. Graphviz missing)."""
 
+    def __str__(self) -> str:  # shown in the notebook and the log: every known secret's text redacted
+        return gate(super().__str__())
+
 
 class NbflowError(Exception):
-    """Base class of every error nbflow raises on purpose."""
+    """Base class of every error nbflow raises on purpose.
+
+    Its message, as shown (a traceback in the notebook, a log, ``str(exc)``), has the text of every known
+    secret redacted (``nbflow._core.secrets.gate``).
+    """
+
+    def __str__(self) -> str:
+        return gate(super().__str__())
+
+
+class RedactedError(Exception):
+    """Stands for an exception whose message quoted a secret (``run.raise_for_status()`` chains from it): its
+    message is the original's type and message, redacted; its traceback is the original's."""
 
 
 class NodeStillRunningWarning(NbflowWarning):
@@ -165,7 +182,7 @@ class UnknownNodeError(GraphError, KeyError):
         )
 
     def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0])
+        return gate(str(self.args[0]))
 
 
 RUN_OPTIONS = ("concurrency", "keep", "on_event", "overrides", "save", "show", "store", "targets", "timeout", "trace")
@@ -228,6 +245,9 @@ class TypeValidationError(NbflowError, TypeError):
         self.expected = expected
         self.value = value
         shown = short_repr(value)
+        if is_secret_name(parameter) or isinstance(value, Secret):  # never quote a secret input's value
+            shown = REDACTED_TEXT
+            detail = Redactor([str.__str__(value)])(detail) if isinstance(value, str) and detail else detail
         where = f"node {node!r} returned" if parameter == "return" else f"node {node!r}, parameter {parameter!r}, got"
         fix = (
             "fix the function or its return annotation"

@@ -371,7 +371,32 @@ class Redactor:
             return tuple(self.scrub(v, depth + 1) for v in value)
         if isinstance(value, set | frozenset):
             return type(value)(self.scrub(v, depth + 1) for v in value)
+        if type(value).__module__.startswith("pandas") and hasattr(value, "map") and hasattr(value, "index"):
+            return self._scrub_table(value)
         return value
+
+    def _scrub_table(self, table: Any) -> Any:
+        """A pandas DataFrame or Series with secrets' texts redacted in its cells, labels and index; the same
+        object when none holds one (a pickle would carry the text of a string column's buffers)."""
+        frame = table.to_frame() if not hasattr(table, "columns") else table
+        labels = [*frame.columns, *frame.index.names, *([frame.index] if frame.index.dtype == object else [])]
+        columns = [frame[c] for c in frame.columns if frame[c].dtype.kind in "OSUT" or "str" in str(frame[c].dtype)]
+        text = "\n".join(map(str, labels)) + "\n".join("\n".join(map(str, c.tolist())) for c in columns)
+        if not self.found_in(text):
+            return table
+
+        def cell(v: Any) -> Any:
+            if isinstance(v, Secret):
+                return REDACTED_TEXT if self.marker == REDACTED_TEXT else self.marker
+            return self(v) if type(v) is str else self.scrub(v, 1)
+
+        out = table.map(cell)
+        out.index = out.index.map(cell)
+        if hasattr(out, "columns"):
+            out.columns = out.columns.map(cell)
+        elif isinstance(out.name, str):
+            out.name = self(out.name)
+        return out
 
     def __bool__(self) -> bool:
         return bool(self._secrets) or bool(_KNOWN.texts)
@@ -410,26 +435,33 @@ SHAPES: dict[str, re.Pattern[str]] = {
     )
 }
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:([^/\s@]+)@")
-# Environment variables that are secret by name but hold no secret (the ssh agent's socket path).
-_PLAIN_ENVIRONMENT = frozenset({"SSH_AUTH_SOCK", "SSH_AGENT_PID"})
+# Environment variables that are secret by name but hold no secret: the working directory (``PWD``: "pwd" is a
+# password's short name), the ssh agent's socket.
+_PLAIN_ENVIRONMENT = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK", "SSH_AGENT_PID"})
 _FEW = 16  # up to this many secrets a plain substring search is fastest; more go through one trie regex
 
 
 class _Known:
     """The texts learned in this process; ``version`` changes with each new one (redactors rebuild)."""
 
-    __slots__ = ("environment", "texts", "version")
+    __slots__ = ("environment", "json_safe", "texts", "version")
 
     def __init__(self) -> None:
         self.texts: frozenset[str] = frozenset()
         self.version = 0
+        self.json_safe = True  # every text is written by JSON as itself (ASCII, nothing escaped)
         self.environment: dict[Any, Any] | None = None  # the environment learned from, to see a change
 
     def add(self, *texts: str) -> None:
         new = {t for t in texts if len(t) >= LEARNED_MIN_LENGTH} - self.texts
         if new:
             self.texts = self.texts | new
+            self.json_safe = self.json_safe and all(_json_safe(t) for t in new)
             self.version += 1
+
+
+def _json_safe(text: str) -> bool:
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
 _KNOWN = _Known()
@@ -483,11 +515,14 @@ def learn_environment() -> None:
             _KNOWN.add(*_secret_parts(value))
 
 
-def learn_inputs(values: Mapping[Any, Any]) -> None:
+def learn_inputs(values: Mapping[Any, Any], by_name: bool = True) -> None:
     """Learn the secrets among a run's inputs: ``nf.Secret``s, secret-named values, token-shaped values under
-    any name (top level and one level into dicts and lists). The environment is looked at again first."""
+    any name (top level and one level into dicts and lists). The environment is looked at again first.
+
+    ``by_name=False``: not the secret-named ones (a batch with ``store_secrets=True``).
+    """
     learn_environment()
-    found = list(secret_texts(values))
+    found = list(secret_texts(values, by_name=by_name))
     for v in values.values():
         items = v.values() if isinstance(v, Mapping) else v if isinstance(v, list | tuple) else (v,)
         for item in items:
@@ -503,6 +538,22 @@ def known_secrets() -> frozenset[str]:
 
 
 _GATE = Redactor()
+
+
+def redactor(secrets: Iterable[str] = ()) -> Redactor | None:
+    """A redactor for ``secrets`` and every known secret; None when there is nothing to redact (a fast path)."""
+    if secrets:
+        return Redactor(secrets)
+    return _GATE if _KNOWN.texts else None
+
+
+def json_holds_no_secret(text: str) -> bool:
+    """Whether the JSON text ``text`` surely holds no known secret (a writer's fast path: write it as it is).
+
+    False when a secret's text is in it, or when some secret would be escaped by JSON (then a search of the
+    text could miss it: the writer redacts value by value instead).
+    """
+    return not _KNOWN.texts or (_KNOWN.json_safe and not _GATE.found_in(text))
 
 
 def gate(value: Any, extra: Iterable[str] = ()) -> Any:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from nbflow._core.errors import NbflowWarning
 from nbflow._core.events import NodeSucceeded
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import Secret, is_secret_name
+from nbflow._core.secrets import Secret, is_secret_name, known_secrets
 from nbflow._core.states import NodeStatus
 from nbflow._engine.fingerprint import Unhashable, code_fingerprint, digest, globals_fingerprint
 from nbflow._graph.graph import BoundResource, Dep, GNode, Graph
@@ -178,6 +178,7 @@ class CacheSession:
                 for k, v in inputs.items()
                 if isinstance(v, Secret) or (is_secret_name(k) and isinstance(v, str))
             }
+            found |= known_secrets()  # and every secret known by value (the environment, other nf.Secret values)
             self._secrets = tuple(s for s in found if len(s) >= 4)
         return self._secrets
 

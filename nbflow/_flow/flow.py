@@ -21,6 +21,7 @@ from nbflow._core.errors import (
 )
 from nbflow._core.missing import MISSING
 from nbflow._core.registry import register_flow
+from nbflow._core.secrets import learn_inputs
 from nbflow._core.states import RunStatus
 from nbflow._dsl import options as _options
 from nbflow._dsl.control import Loop, Map, Router
@@ -639,6 +640,7 @@ class Flow:
             )
         _check_store(store, f"flow {self.name!r}")
         graph = self.graph
+        learn_inputs(merged)  # its secrets (and the environment's) are redacted at every sink from now on
         plan = graph.plan(merged, targets, overrides)
         validate_inputs(graph, plan, merged)
         kept = check_keep(graph, keep) if keep is not None else None

@@ -19,6 +19,7 @@ from nbflow._core.errors import (
     NbflowError,
     NbflowWarning,
     NodeOutputError,
+    RedactedError,
     ResumeConflictError,
     RunFailedError,
     UnknownNodeError,
@@ -27,6 +28,7 @@ from nbflow._core.events import Event, NodeEvent, RunFinished, RunPaused
 from nbflow._core.missing import MISSING
 from nbflow._core.question import Question
 from nbflow._core.registry import flow_of
+from nbflow._core.secrets import Redactor
 from nbflow._core.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
 
 if TYPE_CHECKING:
@@ -770,11 +772,12 @@ class Run:
         if self.status is RunStatus.SUCCEEDED:
             return self
         failed = [r for r in self.nodes.values() if r.status is NodeStatus.FAILED]
+        red = Redactor.for_inputs(self._root.inputs)  # the message is shown in the cell: no secret in it
         if failed:
-            listed = "; ".join(f"{r.name!r}: {r.error_type}: {_short_text(str(r.error))}" for r in failed)
+            listed = "; ".join(f"{r.name!r}: {r.error_type}: {_short_text(red(str(r.error)))}" for r in failed)
             msg = f"run {self.run_id} of flow {self.flow!r} is {self.status.name}; failed nodes: {listed}"
-            raise RunFailedError(msg, self) from failed[0].error
-        why = f" ({self.reason})" if self.reason else ""
+            raise RunFailedError(msg, self) from _shown_cause(failed[0].error, red)
+        why = f" ({red(self.reason)})" if self.reason else ""
         raise RunFailedError(f"run {self.run_id} of flow {self.flow!r} is {self.status.name}{why}", self)
 
     # --- pause and resume ------------------------------------------------------------------------
@@ -986,3 +989,18 @@ def _short_text(text: str, limit: int = 120) -> str:
 
 def _short(value: Any) -> str:
     return _short_text(repr(value), 60)
+
+
+def _shown_cause(error: BaseException | None, red: Redactor) -> BaseException | None:
+    """``error``, or a ``RedactedError`` standing for it when its message quotes a secret (the notebook prints a
+    chained cause's message under the traceback)."""
+    if error is None:
+        return None
+    try:
+        text = str(error)
+    except Exception:  # a broken __str__: the traceback shows it as it would
+        return error
+    shown = red(text)
+    if shown == text:
+        return error
+    return RedactedError(f"{type(error).__name__}: {shown}").with_traceback(error.__traceback__)

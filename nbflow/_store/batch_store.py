@@ -53,7 +53,7 @@ from operator import countOf
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
-from nbflow._core.secrets import Redactor, Secret
+from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
 from nbflow._store.pickling import UntrustedData, json_exact, json_text, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
@@ -284,7 +284,7 @@ class BatchStore:
                 )
             old = self.batch_info(batch_id)
             merged = {**(old["meta"] if old else {}), **(meta or {})}
-            text = json.dumps(merged, default=repr) if merged else None
+            text = _meta_text(merged) if merged else None
             if old is None:
                 self._db.execute(
                     "INSERT INTO batches(batch_id, flow, created_at, n_rows, columns, meta) VALUES (?, ?, ?, ?, ?, ?)",
@@ -305,7 +305,7 @@ class BatchStore:
             old = self.batch_info(batch_id)
             if old is None:
                 raise StoreError(f"store {self.path!r} has no batch {batch_id!r}")
-            text = json.dumps({**old["meta"], **meta}, default=repr)
+            text = _meta_text({**old["meta"], **meta})
             cols = json.dumps(list(columns)) if columns is not None else json.dumps(old["columns"])
             self._db.execute("UPDATE batches SET meta = ?, columns = ? WHERE batch_id = ?", (text, cols, batch_id))
 
@@ -402,7 +402,7 @@ class BatchStore:
             row = self.plain_row(batch_id, index, run_id, status, data, key, fingerprint, run)
             if row is not None:
                 return row
-        text = encode_row(data, secret_columns, Redactor(secrets) if secrets else None)
+        text = encode_row(data, secret_columns, redactor(secrets))
         return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run)
 
     @staticmethod
@@ -421,7 +421,10 @@ class BatchStore:
         encodes it). The group commit's fast path: positional, no encoder call per cell."""
         if type(data) is not dict or not _AS_IS.issuperset(map(type, data.values())):
             return None
-        return _prepared(batch_id, index, run_id, status, _plain_json(data), key, fingerprint, run)
+        text = _plain_json(data)
+        if not json_holds_no_secret(text):  # a secret known by value (the environment, an nf.Secret) is in it
+            return None
+        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run)
 
     def write_rows(self, rows: Iterable[PreparedRow]) -> set[str]:
         """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
@@ -681,6 +684,12 @@ def _prepared(
 _new_prepared = tuple.__new__  # (PreparedRow(args, run) runs a Python-level __new__: ~0.3 µs a row)
 
 
+def _meta_text(meta: Mapping[str, Any]) -> str:
+    """An experiment record as stored: JSON, every known secret's text redacted (a stop reason, a cool-down's
+    last error, a summary keyed by grid values may quote one)."""
+    return json.dumps(gate(dict(meta)), default=lambda v: gate(repr(v)))
+
+
 def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
     """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
     if not secret_columns and not red and type(data) is dict and _AS_IS.issuperset(map(type, data.values())):
@@ -694,6 +703,9 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
         t = type(v)
         if t is int or t is float or t is bool or v is None or (t is str and not red):
             encoded[k] = v  # stored as is (most cells): no text to redact, nothing to pickle
+            continue
+        if _is_secret_value(v):  # (before the redactor, which would make it REDACTED, a pickled object)
+            encoded[k] = {_REDACTED: True}
             continue
         try:
             encoded[k] = _encode(red.scrub(v), red) if red else _encode(v)

@@ -19,6 +19,7 @@ from typing import Any
 
 from nbflow._core.errors import FlowDefinitionError, NbflowError, NbflowWarning, UnknownNodeError
 from nbflow._core.events import Event, NodeSucceeded
+from nbflow._core.secrets import Redactor
 from nbflow._record.run import Run
 
 __all__ = ["FORMATS", "attach_save", "check_save", "load", "save_output"]
@@ -47,11 +48,19 @@ def check_save(where: str, save: object, nodes: Mapping[str, Any] | None = None)
     return out
 
 
-def save_output(node: str, value: Any, path: Path) -> Path:
-    """Write ``value`` to ``path`` in the format of its suffix; NbflowError naming the node if it cannot."""
+def save_output(node: str, value: Any, path: Path, red: Redactor | None = None) -> Path:
+    """Write ``value`` to ``path`` in the format of its suffix; NbflowError naming the node if it cannot.
+
+    No secret reaches the file: the text of every known secret (and of ``red``'s) is redacted in the strings of
+    a table or of plain data; a file of another kind (a pickle, an array, a figure) that would still hold one
+    is removed, and the NbflowError says so.
+    """
     suffix = path.suffix.lower()
     path.parent.mkdir(parents=True, exist_ok=True)
     kind = type(value).__name__
+    red = red if red is not None else Redactor()
+    if red:
+        value = red.scrub(value)  # (a table's cells too)
     try:
         if suffix in (".png", ".svg", ".pdf"):
             figure = getattr(value, "figure", value)  # an Axes saves its figure
@@ -80,6 +89,13 @@ def save_output(node: str, value: Any, path: Path) -> Path:
         raise NbflowError(
             f"node {node!r}: cannot save its output to {str(path)!r}: {type(exc).__name__}: {exc}"
         ) from exc
+    if red and suffix != ".parquet" and red.found_in(path.read_bytes()):  # (parquet: its strings were redacted)
+        path.unlink()
+        raise NbflowError(
+            f"node {node!r}: its output was not saved to {str(path)!r}: the {kind} holds the text of a secret "
+            f"(a secret input, an nf.Secret or a secret environment variable), which is never written to a file; "
+            f"save a value without it (or in .json/.csv/.parquet, whose strings are written redacted)"
+        )
     return path
 
 
@@ -128,7 +144,8 @@ def attach_save(run: Run, save: Mapping[str, Path]) -> None:
         if rec is None:
             return
         try:
-            run.saved[event.node] = save_output(event.node, rec.output, save[event.node])
+            red = Redactor.for_inputs(run._root.inputs)  # the run's secrets, and every known one
+            run.saved[event.node] = save_output(event.node, rec.output, save[event.node], red)
         except NbflowError as exc:
             warnings.warn(str(exc), NbflowWarning, stacklevel=2)
 

@@ -255,7 +255,9 @@ def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
     t = type(value)
     if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
         return _JSON + _encode_json(value).encode()
-    found = json_bytes(value, redactor)
+    if redactor:
+        value = redactor.scrub(value)  # (a table's string buffers too: a pickle would carry them as they are)
+    found = json_bytes(value)
     if found is not None:
         return found
     from nbflow._store import plain  # imported on first use: it is not needed by JSON-only stores
