@@ -6,7 +6,7 @@ Rows carry text (a 300-character prompt; the nodes return text built from it), s
 searched. CPU time of the process, the collector off while timing, median over rounds of the paired difference
 (each round's batches ran back to back).
 
-    python benchmarks/secret_gate.py [--rows 3000] [--rounds 5]
+    python benchmarks/secret_gate.py [--rows 3000] [--rounds 5] [--keep none|all]
 
 Goal: with a usual environment the gate adds a small fraction of what storing the row costs (< 25%).
 """
@@ -54,7 +54,7 @@ def known(n: int) -> None:
     secrets._KNOWN.version += 1
 
 
-async def measure(n: int, rounds: int) -> dict[str, Any]:
+async def measure(n: int, rounds: int, keep: str = "none") -> dict[str, Any]:
     flow = make_flow()
     _ = flow.graph
     rows = [{"x": i, "text": PROMPT} for i in range(n)]
@@ -71,7 +71,7 @@ async def measure(n: int, rounds: int) -> dict[str, Any]:
                 gc.collect()
                 gc.disable()
                 t0 = time.process_time()
-                frame = await flow.abatch(rows, concurrency=100, progress=False, store=path, keep="none")
+                frame = await flow.abatch(rows, concurrency=100, progress=False, store=path, keep=keep)
                 t[label].append(time.process_time() - t0)
                 gc.enable()
                 assert (frame["status"] == "succeeded").all()
@@ -82,6 +82,7 @@ async def measure(n: int, rounds: int) -> dict[str, Any]:
     store_cost = paired("store_0", "no_store")
     out = {
         "rows": n,
+        "keep": keep,
         "store_adds_us_per_row": store_cost,
         "gate_5_adds_us_per_row": paired("store_5", "store_0"),
         "gate_200_adds_us_per_row": paired("store_200", "store_0"),
@@ -97,9 +98,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--keep", default="none", help="keep= of the batches ('all': every run's record is stored)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    result = asyncio.run(measure(args.rows, args.rounds))
+    result = asyncio.run(measure(args.rows, args.rounds, args.keep))
     print(json.dumps(result, indent=2))
     if args.json:
         with open(args.json, "w") as f:

@@ -312,6 +312,9 @@ class Redactor:
         self._ordered: tuple[str, ...] = ()
         self._seen = -1  # the version of the known secrets that _ordered holds
         self._match: re.Pattern[str] | None = None
+        self._bmatch: re.Pattern[bytes] | None = None
+        self._encoded: tuple[bytes, ...] = ()
+        self._json_safe = True
         self.add(secrets)
 
     @classmethod
@@ -329,9 +332,17 @@ class Redactor:
         if self._seen != _KNOWN.version:
             texts = self._secrets | _KNOWN.texts if _KNOWN.texts else self._secrets
             self._ordered = tuple(sorted(texts, key=len, reverse=True))
-            self._match = _trie_pattern(self._ordered) if len(self._ordered) > _FEW else None
+            self._match, self._bmatch = _trie_patterns(self._ordered) if len(self._ordered) > _FEW else (None, None)
+            self._encoded = tuple(t.encode() for t in self._ordered)
+            self._json_safe = all(map(_json_safe, self._ordered))
             self._seen = _KNOWN.version
         return self._ordered
+
+    @property
+    def json_safe(self) -> bool:
+        """Whether JSON writes each of its secrets as itself (so a search of a JSON text finds every one)."""
+        self._texts()
+        return self._json_safe
 
     def collect(self, values: Mapping[Any, Any]) -> None:
         """Remember the secret values in ``values`` (``nf.Secret`` anywhere, secret-named entries)."""
@@ -353,7 +364,9 @@ class Redactor:
             if self._match is not None:
                 return self._match.search(data) is not None
             return any(s in data for s in texts)
-        return any(s.encode() in data for s in texts)
+        if self._bmatch is not None:
+            return self._bmatch.search(data) is not None
+        return any(s in data for s in self._encoded) if texts else False
 
     def scrub(self, value: Any, depth: int = 0) -> Any:
         """``value`` with secret texts replaced in its strings (dicts, lists, tuples, sets copied; others as is)."""
@@ -571,15 +584,18 @@ def gate(value: Any, extra: Iterable[str] = ()) -> Any:
     return _GATE.scrub(value)
 
 
-def _trie_pattern(texts: Iterable[str]) -> re.Pattern[str]:
-    """One regex matching any of ``texts``, longest first, built as a trie (fast for hundreds of secrets)."""
+@functools.lru_cache(maxsize=64)  # a redactor per run, the same secrets: compiled once
+def _trie_patterns(texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
+    """One regex matching any of ``texts``, longest first, built as a trie (fast for hundreds of secrets); and
+    the same for their UTF-8 bytes."""
     root: dict[str, Any] = {}
     for text in texts:
         node = root
         for ch in text:
             node = node.setdefault(ch, {})
         node[""] = {}
-    return re.compile(_trie_regex(root))
+    pattern = _trie_regex(root)
+    return re.compile(pattern), re.compile(pattern.encode())
 
 
 def _trie_regex(node: dict[str, Any]) -> str:

@@ -193,9 +193,16 @@ _encode_json = json_text
 def json_bytes(value: Any, redactor: Redactor | None = None) -> bytes | None:
     """``value`` as ``dumps`` stores it when JSON gives it back exactly (secrets' texts redacted), else None."""
     try:
-        scrubbed = redactor.scrub(value) if redactor else value
-        if json_exact(scrubbed):
-            return _JSON + _encode_json(scrubbed).encode()
+        if json_exact(value):
+            data = _JSON + _encode_json(value).encode()
+            # Written first, searched after (no copy of the value for the common one, holding no secret).
+            if redactor and (not redactor.json_safe or redactor.found_in(data)):
+                data = _JSON + _encode_json(redactor.scrub(value)).encode()
+            return data
+        if redactor:  # a Secret (not JSON-exact) becomes REDACTED; anything else stays unexact
+            scrubbed = redactor.scrub(value)
+            if json_exact(scrubbed):
+                return _JSON + _encode_json(scrubbed).encode()
     except RecursionError:
         pass
     return None
@@ -228,8 +235,13 @@ _CORE_PICKLERS = threading.local()  # one pickler per thread, reused (a new one 
 def core_bytes(value: Any, redactor: Redactor | None = None) -> bytes | None:
     """``value`` stored as built-in data (``b"NBD1"`` + pickle), read back exactly and without running code;
     None if it holds anything else (the caller stores it another way). Secrets' texts are redacted."""
-    if redactor:
-        value = redactor.scrub(value)
+    data = _core_pickle(value)
+    if data is not None and redactor and redactor.found_in(data):  # (a pickle holds each str as its UTF-8 text)
+        data = _core_pickle(redactor.scrub(value))
+    return data
+
+
+def _core_pickle(value: Any) -> bytes | None:
     found = getattr(_CORE_PICKLERS, "one", None)
     if found is None:
         buf = io.BytesIO()
@@ -255,11 +267,11 @@ def dumps(value: Any, redactor: Redactor | None = None) -> bytes:
     t = type(value)
     if t is int or t is float or t is bool or value is None:  # no text to redact: straight to JSON
         return _JSON + _encode_json(value).encode()
-    if redactor:
-        value = redactor.scrub(value)  # (a table's string buffers too: a pickle would carry them as they are)
-    found = json_bytes(value)
+    found = json_bytes(value, redactor)
     if found is not None:
         return found
+    if redactor:
+        value = redactor.scrub(value)  # (a table's string buffers too: a pickle would carry them as they are)
     from nbflow._store import plain  # imported on first use: it is not needed by JSON-only stores
 
     try:
