@@ -133,6 +133,27 @@ def test_circuit_breaker_stops_submitting_chunks(client: Any) -> None:
     assert frame["latency"].isna().sum() == 36
 
 
+def test_the_breakers_last_error_quotes_no_secret(client: Any, tmp_path: Path) -> None:
+    flow = nf.Flow("dask-breaker-secret")
+
+    @flow.node
+    def call(x: int, OPENAI_KEY: str, client_config: str) -> int:
+        raise PermissionError(f"invalid key {OPENAI_KEY} (config {client_config})")
+
+    key, token = "dask-key-0123456789", "ghp_DaskSweepAb3dEf6hIj9kLm2oPq5sTu8wXy1z"  # by name; by shape
+    rows = [{"x": i, "OPENAI_KEY": key, "client_config": token} for i in range(12)]
+    db = tmp_path / "dask.db"
+    with pytest.warns(nf.NbflowWarning, match="circuit breaker") as caught:
+        frame = flow.batch(rows, executor=client, chunk_size=2, max_consecutive_failures=3, store=db, progress=False)
+    stopped = frame.attrs["stopped"]
+    assert "invalid key [REDACTED] (config [REDACTED])" in stopped, stopped
+    shown = [stopped, *(str(w.message) for w in caught)]
+    meta = nf.experiments(db).to_csv()
+    files = [p.read_bytes().decode("latin-1") for p in tmp_path.glob("dask.db*")]
+    for text in [*shown, meta, *files]:
+        assert key not in text and token not in text
+
+
 def test_an_interrupt_keeps_finished_rows_and_cancels_the_rest(client: Any) -> None:
     class InterruptAfterFirstRow:
         def update(self, state: nf.BatchProgress) -> None:

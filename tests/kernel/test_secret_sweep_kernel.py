@@ -99,8 +99,8 @@ CELLS = [
 class Kernel:
     """A real ipykernel and a client that keeps every iopub message, whatever its parent."""
 
-    def __init__(self, cwd: Path) -> None:
-        env = {**os.environ, **ENV}
+    def __init__(self, cwd: Path, variables: dict[str, str] | None = None) -> None:
+        env = {**os.environ, **(ENV if variables is None else variables)}
         self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(cwd), env=env)
         self.messages: list[dict[str, Any]] = []
 
@@ -113,7 +113,8 @@ class Kernel:
             except queue.Empty:
                 return
 
-    def execute(self, code: str, timeout: float = 180.0) -> None:
+    def execute(self, code: str, timeout: float = 180.0, expect: str = "ok") -> dict[str, Any]:
+        """Run a cell; its reply's content (``expect="error"``: a cell that raises, its error shown on iopub)."""
         msg_id = self.kc.execute(code)
         end = time.monotonic() + timeout
         while True:
@@ -130,13 +131,38 @@ class Kernel:
             ):
                 break
         reply = self.kc.get_shell_msg(timeout=timeout)
-        assert reply["content"]["status"] == "ok", f"cell failed: {reply['content']}"
+        while reply["parent_header"].get("msg_id") != msg_id:  # (replies to earlier messages)
+            reply = self.kc.get_shell_msg(timeout=timeout)
+        assert reply["content"]["status"] == expect, f"cell: {expect} expected, got {reply['content']}"
         self.drain()
+        return reply["content"]
 
     def send_custom(self, comm_id: str, content: dict[str, Any]) -> None:
         """What the browser's ``model.send(content)`` sends: a comm_msg on the shell channel."""
         data = {"method": "custom", "content": content}
         self.kc.shell_channel.send(self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
+
+    def run_views(self, *also: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The run views shown (at least the live one and a run's display), every node of each selected as a
+        click in its selector does, then ``also`` sent to each."""
+        views = self.comms(anywidget_id="nbflow.widgets.run_view.RunView")
+        assert len(views) >= 2, "the live run view and the run's display"
+        for comm_id, state in views.items():
+            for node in _options(state):
+                self.send_custom(comm_id, {"kind": "select", "node": node})
+            for content in also:
+                self.send_custom(comm_id, content)
+        return views
+
+    def explorer_rows(self, *queries: dict[str, Any], rows: int = 3) -> None:
+        """Open the first ``rows`` rows of every explorer table shown, then send it each query."""
+        tables = self.comms(model="AnyModel")
+        assert tables, "the explorer's table"
+        for comm_id in tables:
+            for pos in range(rows):
+                self.send_custom(comm_id, {"type": "open", "pos": pos})
+            for request in queries:
+                self.send_custom(comm_id, {"type": "query", **request})
 
     def comms(self, anywidget_id: str | None = None, model: str | None = None) -> dict[str, dict[str, Any]]:
         found = {}
@@ -188,12 +214,7 @@ def test_no_message_to_the_browser_and_no_file_holds_a_secret(tmp_path):
     try:
         for code in CELLS:
             kernel.execute(code)
-        views = kernel.comms(anywidget_id="nbflow.widgets.run_view.RunView")
-        assert len(views) >= 2, "the live run view and the run's display"
-        for comm_id, state in views.items():
-            for node in _options(state):
-                kernel.send_custom(comm_id, {"kind": "select", "node": node})
-            kernel.send_custom(comm_id, {"kind": "timeline"})
+        views = kernel.run_views({"kind": "timeline"})
         kernel.drain()
         answered = 0
         for comm_id in views:  # the last state each view sent: its open questions, options as shown
@@ -202,13 +223,7 @@ def test_no_message_to_the_browser_and_no_file_holds_a_secret(tmp_path):
                 kernel.send_custom(comm_id, {"kind": "answer", "key": q["key"], "value": q["options"][1]})
                 answered += 1
         kernel.drain(quiet=3.0)
-        tables = kernel.comms(model="AnyModel")
-        assert tables, "the explorer's table"
-        for comm_id in tables:
-            for pos in range(3):
-                kernel.send_custom(comm_id, {"type": "open", "pos": pos})
-            for request in ({"status": "failed", "page": 0}, {"mode": "compare"}, {"sort": "latency ↓"}):
-                kernel.send_custom(comm_id, {"type": "query", **request})
+        kernel.explorer_rows({"status": "failed", "page": 0}, {"mode": "compare"}, {"sort": "latency ↓"})
         kernel.drain(quiet=3.0)
         opened_views = kernel.comms(anywidget_id="nbflow.widgets.run_view.RunView")
         for comm_id, state in opened_views.items():  # the rows' run views the explorer opened

@@ -13,16 +13,10 @@ from the kernel's environment.
 from __future__ import annotations
 
 import json
-import os
-import queue
-import time
-from pathlib import Path
-from typing import Any
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
-from tests.kernel.test_secret_sweep_kernel import Kernel, _options, _text
+from tests.kernel.test_secret_sweep_kernel import Kernel, _text
 from tests.secrets.sweep_flow import BY_NAME, ENVIRONMENT, TEXTS, inputs, write_flow_module
 
 pytestmark = pytest.mark.kernel
@@ -45,55 +39,20 @@ RAISING = [
 ]
 
 
-class ValueKernel(Kernel):
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:  # (not Kernel's: its own environment)
-        self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(cwd), env={**os.environ, **env})
-        self.messages: list[dict[str, Any]] = []
-
-    def execute_raising(self, code: str, timeout: float = 120.0) -> dict[str, Any]:
-        """Run a cell that raises; its reply (the error shown in the cell is among the iopub messages)."""
-        msg_id = self.kc.execute(code)
-        end = time.monotonic() + timeout
-        while True:
-            assert time.monotonic() < end, f"cell did not finish: {code[:80]!r}"
-            try:
-                msg = self.kc.get_iopub_msg(timeout=5)
-            except queue.Empty:
-                continue
-            self.messages.append(msg)
-            own = msg["parent_header"].get("msg_id") == msg_id
-            if own and msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                break
-        reply = self.kc.get_shell_msg(timeout=timeout)
-        while reply["parent_header"].get("msg_id") != msg_id:  # (replies to earlier messages)
-            reply = self.kc.get_shell_msg(timeout=timeout)
-        assert reply["content"]["status"] == "error", f"the cell did not raise: {code[:80]!r}"
-        return reply["content"]
-
-
 def test_no_message_to_the_browser_and_no_file_holds_a_secret_known_by_value(tmp_path):
     write_flow_module(tmp_path, "sweepk", "sweep_kernel")
     env = {**ENVIRONMENT, "SWEEP_INPUTS": json.dumps(inputs())}
-    kernel = ValueKernel(tmp_path, env)
+    kernel = Kernel(tmp_path, env)
     raised = []
     try:
         for code in CELLS:
             kernel.execute(code)
-        views = kernel.comms(anywidget_id="nbflow.widgets.run_view.RunView")
-        assert len(views) >= 2, "the live run view and the run's display"
-        for comm_id, state in views.items():
-            for node in _options(state):
-                kernel.send_custom(comm_id, {"kind": "select", "node": node})
+        kernel.run_views()
         kernel.drain(quiet=3.0)
-        tables = kernel.comms(model="AnyModel")
-        assert tables, "the explorer's table"
-        for comm_id in tables:
-            for pos in range(3):
-                kernel.send_custom(comm_id, {"type": "open", "pos": pos})
-            kernel.send_custom(comm_id, {"type": "query", "status": "failed", "page": 0})
+        kernel.explorer_rows({"status": "failed", "page": 0})
         kernel.drain(quiet=3.0)
         for code in RAISING:
-            raised.append(kernel.execute_raising(code))
+            raised.append(kernel.execute(code, expect="error"))
     finally:
         kernel.close()
 
