@@ -27,7 +27,7 @@ from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
-from nbflow._core.secrets import Secret, gate, learn_inputs, secret_texts
+from nbflow._core.secrets import Secret, gate, learn_environment, learn_inputs, secret_texts
 from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
 from nbflow._engine.caching import SAMPLE
@@ -113,8 +113,9 @@ class State:
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
+        learn_environment()
         for case in cases.cases:  # the rows' secrets (by name, nf.Secret, token shape): redacted at every sink
-            learn_inputs(case.inputs, by_name=not opts.store_secrets)
+            learn_inputs(case.inputs, by_name=not opts.store_secrets, environment=False)
         return cls(flow, cases, [None] * len(cases.cases), opts)
 
     def build(self) -> pd.DataFrame:

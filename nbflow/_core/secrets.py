@@ -447,6 +447,7 @@ SHAPES: dict[str, re.Pattern[str]] = {
         ("URL with a password (scheme://user:password@host)", r"[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:[^/\s@]+@\S+"),
     )
 }
+_ANY_SHAPE = re.compile("|".join(f"(?:{shape.pattern})" for shape in SHAPES.values()), re.DOTALL)
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:([^/\s@]+)@")
 # Environment variables that are secret by name but hold no secret: the working directory (``PWD``: "pwd" is a
 # password's short name), the ssh agent's socket.
@@ -485,6 +486,10 @@ def looks_like_token(text: object) -> str | None:
     if not isinstance(text, str) or len(text) < LEARNED_MIN_LENGTH:
         return None
     value = text.strip()
+    if " " in value and not value.startswith("-----BEGIN"):  # prose: only a PEM key holds a space
+        return None
+    if _ANY_SHAPE.fullmatch(value) is None:  # (one search for the common value, which has no token's shape)
+        return None
     for name, shape in SHAPES.items():
         if shape.fullmatch(value):
             return name
@@ -528,19 +533,26 @@ def learn_environment() -> None:
             _KNOWN.add(*_secret_parts(value))
 
 
-def learn_inputs(values: Mapping[Any, Any], by_name: bool = True) -> None:
+def learn_inputs(values: Mapping[Any, Any], by_name: bool = True, environment: bool = True) -> None:
     """Learn the secrets among a run's inputs: ``nf.Secret``s, secret-named values, token-shaped values under
     any name (top level and one level into dicts and lists). The environment is looked at again first.
 
-    ``by_name=False``: not the secret-named ones (a batch with ``store_secrets=True``).
+    ``by_name=False``: not the secret-named ones (a batch with ``store_secrets=True``); ``environment=False``:
+    the caller looked at the environment already (a batch, once for all its rows).
     """
-    learn_environment()
+    if environment:
+        learn_environment()
     found = list(secret_texts(values, by_name=by_name))
     for v in values.values():
-        items = v.values() if isinstance(v, Mapping) else v if isinstance(v, list | tuple) else (v,)
-        for item in items:
-            if type(item) is str and looks_like_token(item):
-                found.append(item)
+        t = type(v)
+        if t is str:
+            if len(v) >= LEARNED_MIN_LENGTH and looks_like_token(v):
+                found.append(v)
+            continue
+        if t is int or t is float or t is bool or v is None:  # (most cells: nothing to look at)
+            continue
+        items = v.values() if isinstance(v, Mapping) else v if isinstance(v, list | tuple) else ()
+        found.extend(item for item in items if type(item) is str and looks_like_token(item))
     if found:
         learn(*found)
 
