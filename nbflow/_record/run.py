@@ -872,11 +872,12 @@ class Run:
         return f"<Run {self.run_id} flow={self.flow!r} {self.status.name}{dur} ({counts}){why}>"
 
     def summary(self) -> str:
-        """A readable multi-line text: one line per node."""
+        """A readable multi-line text: one line per node (the text a cell shows without the live view: secrets'
+        texts redacted)."""
         lines = [repr(self)]
         for r in self.nodes.values():
             lines.append("  " + repr(r)[len("<NodeRecord ") : -1])
-        return "\n".join(lines)
+        return Redactor.for_inputs(self._root.inputs)("\n".join(lines))
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.summary())

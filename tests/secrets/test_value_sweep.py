@@ -136,6 +136,8 @@ def test_no_written_byte_no_trace_no_warning_no_error_holds_a_secret(tmp_path, e
         shown.append("".join(traceback.format_exception(invalid.value)))
         assert "expected int" in shown[-1]
     shown += [str(w.message) for w in caught]
+    shown.append(run.summary())  # what a cell shows without the live view (text/plain)
+    assert "rejected key" in shown[-1]
     shown += [stopped, cooldowns]
     assert any("stopped early" in s for s in shown), "the breaker's warning"
     assert any("never written to a cache file" in s for s in shown), "the cache refused a value"
