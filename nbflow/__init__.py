@@ -101,7 +101,7 @@ if TYPE_CHECKING:
     from nbflow._store.checkpoint import load_run as load_run
     from nbflow._store.node_cache import NodeCache as NodeCache
     from nbflow._store.outputs import load as load
-    from nbflow._store.pickling import StoredError as StoredError
+    from nbflow._store.stored_error import StoredError as StoredError
 del TYPE_CHECKING
 
 __version__ = "0.1.0"
@@ -198,7 +198,7 @@ _EXPORTS: dict[str, str] = {
     "load_run": "nbflow._store.checkpoint",
     "NodeCache": "nbflow._store.node_cache",
     "load": "nbflow._store.outputs",
-    "StoredError": "nbflow._store.pickling",
+    "StoredError": "nbflow._store.stored_error",
 }
 
 __all__ = [

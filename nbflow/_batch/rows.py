@@ -11,7 +11,6 @@ import collections
 import functools
 import gc
 import itertools
-import json
 import operator
 import threading
 import uuid
@@ -24,6 +23,8 @@ import anyio
 
 from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, clip, json_safe
+from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
@@ -59,11 +60,6 @@ __all__ = [
     "unfinished",
 ]
 
-# Row states that are final. "pending": never started; "cancelled": stopped while running; "paused": a
-# node asked a question (nf.ask); the row's run is kept and resumed by flow.answer(frame, ...).
-FINISHED = ("succeeded", "failed", "paused")
-# Columns of a paused row's question, present when some row paused.
-QUESTION_COLUMNS = ("question_prompt", "question_options")
 # Enum members bound once (a lookup on the class costs ~0.1 µs on Python 3.11, several per row).
 _RUN_SUCCEEDED, _RUN_CANCELLED, _RUN_PAUSED = RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.PAUSED
 
@@ -743,29 +739,6 @@ def _frame(state: State) -> pd.DataFrame:
     return frame
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` as it is if JSON holds it, else a copy whose other values are their repr (a grid of objects)."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=repr))
-    return value
-
-
-def _as_dict(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, dict):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and hasattr(type(value), "model_fields"):
-        out: dict[str, Any] = dump()
-        return out
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return None
-
-
 def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
     """Replace each output column holding dicts / models / dataclasses by ``node.field`` columns."""
     import pandas as pd
@@ -795,8 +768,3 @@ def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
     out = pd.concat(parts, axis=1)
     out.attrs = dict(frame.attrs)
     return out
-
-
-def clip(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
