@@ -160,8 +160,15 @@ def _rows(
     frame: pd.DataFrame, positions: list[int], redact: Redactor | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
-    inputs = [c for c in frame.columns if c not in outputs and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS]
-    columns = [*inputs, *outputs, "status", "error_message", "latency"]
+    # a scorer's explanation (nf.Score: "<node>.explanation") and details follow its score
+    nested = {o: [c for c in frame.columns if str(c).startswith(f"{o}.")] for o in outputs}
+    inner = {c for cs in nested.values() for c in cs}
+    inputs = [
+        c
+        for c in frame.columns
+        if c not in outputs and c not in inner and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS
+    ]
+    columns = [*inputs, *(c for o in outputs for c in (o, *nested[o])), "status", "error_message", "latency"]
     if "question_prompt" in frame.columns:
         columns.append("question_prompt")
     data = {c: frame[c].tolist() for c in columns}
@@ -179,7 +186,9 @@ def _rows(
 def _compare(
     frame: pd.DataFrame, positions: list[int], variants: list[str], redact: Redactor | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    scores = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    # each output with its scorer explanation ("<node>.explanation"), which is no case column
+    outputs = [c for o in scores for c in (o, *(c for c in frame.columns if str(c).startswith(f"{o}.")))]
     grid = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     case_cols = [
         c
