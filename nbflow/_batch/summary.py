@@ -102,7 +102,11 @@ def summarize(
             raise BatchError(
                 f"summarize(scores=...): {s!r} is not a column; columns: {', '.join(map(str, frame.columns))}"
             )
-    sampled = SAMPLE_COLUMN in frame.columns and frame[SAMPLE_COLUMN].nunique(dropna=True) > 1
+    # (flow.batch(repeats=N) records N; a hand-made frame is judged by its column)
+    repeats_run = frame.attrs.get("repeats")
+    sampled = SAMPLE_COLUMN in frame.columns and (
+        repeats_run > 1 if isinstance(repeats_run, int) else frame[SAMPLE_COLUMN].nunique(dropna=True) > 1
+    )
     how = check_repeats(repeats, "summarize") if sampled or repeats is not None else None
     if how is not None and not sampled:
         raise BatchError(

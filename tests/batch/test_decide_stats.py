@@ -305,3 +305,29 @@ def test_compare_failed_as_and_repeats():
     assert nf.compare(df, "v1", "v2", by="prompt", repeats="max").attrs["stats"][0]["diff"] == 0.0
     majority = nf.compare(df, "v1", "v2", by="prompt", repeats="majority").attrs["stats"][0]
     assert (majority["test"], majority["worse"], majority["diff"]) == ("mcnemar", 8, -1.0)
+
+
+def test_repeats_of_a_real_batch_are_reduced_per_case_and_a_sample_column_of_data_is_not():
+    import threading
+
+    flow = nf.Flow("sampled")
+    calls: dict[int, int] = {}
+    lock = threading.Lock()
+
+    @flow.node
+    def ok(q: int) -> bool:
+        with lock:
+            calls[q] = calls.get(q, 0) + 1
+            return calls[q] <= q  # case q passes q of its 3 samples
+
+    df = flow.batch([{"q": q} for q in range(4)], repeats=3)
+    assert df.attrs["repeats"] == 3 and len(df) == 12
+    s = nf.summarize(df, scores="ok", digits=None).loc["all"]
+    assert s["ok_n"] == 4 and s["ok_mean"] == pytest.approx((0 + 1 / 3 + 2 / 3 + 1) / 4)
+    at1 = nf.summarize(df, scores="ok", repeats="pass@1", digits=None).loc["all"]
+    assert at1["ok_mean"] == pytest.approx(s["ok_mean"])  # pass@1 is the mean pass rate
+    calls.clear()
+    plain = flow.batch([{"q": q, "sample": q} for q in range(4)])  # a row column named "sample": data
+    assert nf.summarize(plain, scores="ok").loc["all", "ok_n"] == 4
+    with pytest.raises(nf.BatchError, match="no 'sample' column with several samples"):
+        nf.summarize(plain, scores="ok", repeats="max")
