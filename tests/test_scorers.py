@@ -131,7 +131,8 @@ def judged_flow(server: ChatServer, **options) -> nf.Flow:
 
     @flow.node
     def answer(question: str) -> str:
-        return {"2+2?": "It is 4.", "capital of France?": "Lyon", "ramble": "..."}[question]
+        answers = {"2+2?": "It is 4.", "capital of France?": "Lyon", "ramble": "...", "¿capital de España?": "Madrid ✓"}
+        return answers.get(question, "")  # (an empty answer for the rest)
 
     scorers.model_graded(flow, "answer", "question", "expected", price=(1.0, 2.0), name="graded", **options)
     return flow
@@ -141,13 +142,17 @@ ROWS = [
     {"question": "2+2?", "expected": "4"},
     {"question": "capital of France?", "expected": "Paris"},
     {"question": "ramble", "expected": "x"},
+    {"question": "¿capital de España?", "expected": "Madrid"},  # unicode through the judge and back
+    {"question": "silent", "expected": "42"},  # an empty answer
 ]
 
 
 def test_model_graded_grades_explains_and_records_its_cost():
     with ChatServer(answers=grader) as server:
         df = judged_flow(server).batch(ROWS)
-        assert server.completions == 3
+        assert server.completions == 5
+    assert df["graded"].tolist()[3:] == [1.0, 0.0]
+    assert df["graded.explanation"].tolist()[3:] == ["The answer contains Madrid.", "The answer lacks 42."]
     assert df["graded"].tolist()[:2] == [1.0, 0.0]
     assert df["graded.explanation"].tolist()[:2] == ["The answer contains 4.", "The answer lacks Paris."]
     assert df["graded.grade"].tolist()[:2] == ["C", "I"]
@@ -164,7 +169,7 @@ def test_model_graded_grades_explains_and_records_its_cost():
     )
     assert bad["failed_cost"] > 0  # the off-format call cost money: kept apart
     s = nf.summarize(df, scores="graded", by=[], failed_as=0, digits=None)
-    assert s.loc["all", "graded_mean"] == pytest.approx(1 / 3)
+    assert s.loc["all", "graded_mean"] == pytest.approx(2 / 5)
 
 
 def test_a_judge_that_errors_fails_its_row_and_a_retry_can_save_it():
