@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import ScorerError
 from nbflow._core.score import Score
-from nbflow._core.usage import usage
+from nbflow._core.usage import CURRENT_NODE, usage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -289,7 +289,7 @@ async def _ask_judge(judge: Any, model: str, prompt: str, price: tuple[float, fl
     response = await judge.chat.completions.create(
         model=model, messages=[{"role": "user", "content": prompt}], **kwargs
     )
-    if getattr(response, "usage", None) is not None:
+    if getattr(response, "usage", None) is not None and CURRENT_NODE.get() is not None:  # (called in a node)
         usage(response, cost=_cost(response, price), model=model)
     return str(response.choices[0].message.content or "")
 

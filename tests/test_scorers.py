@@ -273,3 +273,13 @@ def test_scores_survive_the_store_and_show_in_the_explorer(tmp_path):
     cols = state["columns"]
     assert cols.index("exact.explanation") == cols.index("exact") + 1  # beside its score, not among the inputs
     assert state["rows"][1]["exact.explanation"] == "expected 'c', got 'B'"
+
+
+@pytest.mark.anyio
+async def test_a_judge_scorer_is_still_a_plain_function_outside_the_flow():
+    with ChatServer(answers=grader) as server:
+        graded = judged_flow(server).nodes["graded"].func
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key=server.api_key)
+        score = await graded("It is 4.", "2+2?", "4", client)
+        await client.close()
+    assert score == nf.Score(1.0, "The answer contains 4.", {"grade": "C"})
