@@ -1,8 +1,10 @@
-"""``nf.compare``: per-case deltas between two batch results (two experiments, or two variants of one).
+"""``nf.compare``: per-case deltas and a paired test between two batch results (two experiments, or two
+variants of one), or between every variant of a frame and a baseline.
 
 Cases are matched by the values of the ``on`` columns (by default the row columns and the grid keys
-the two sides share, never position); repeated samples of a case are averaged. Each case gets the
-scores of both sides, their deltas, both statuses and a ``change``:
+the two sides share, never position); repeated samples of a case are reduced to one value (``repeats=``,
+the mean by default); a side with two rows for one case that are not samples is refused. Each case gets
+the scores of both sides (columns named after the sides), their deltas, both statuses and a ``change``:
 
 * ``newly_failing`` — succeeded in ``a``, no success in ``b``; ``fixed`` — the reverse;
 * ``improved`` / ``regressed`` — the first score moved by more than ``tolerance``; ``unchanged``;
@@ -10,6 +12,12 @@ scores of both sides, their deltas, both statuses and a ``change``:
 
 The frame is sorted worst first (newly failing, regressed, ...) and ``frame.attrs["summary"]`` holds
 one line, e.g. ``b vs a on 20 cases: 3 improved, 1 regressed, 15 unchanged, 1 newly failing``.
+
+The decision (nbflow/_batch/stats.py): per score, over the cases scored on both sides, McNemar's exact
+test for 0/1 scores or Wilcoxon's signed-rank test (or the sign test) for numbers, the mean difference
+with a paired bootstrap interval, and ``frame.attrs["verdict"]``: "v2 better on 12, worse on 3 of 40;
++0.22 (95% CI 0.08–0.36), p = 0.02" or "no evidence of a difference ...". Against a baseline, the
+p-values are Holm-adjusted over the variants of each score (the family of comparisons with one baseline).
 """
 
 from __future__ import annotations
