@@ -11,11 +11,13 @@ import collections
 import functools
 import gc
 import itertools
+import math
+import numbers
 import operator
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,7 @@ from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
+from nbflow._core.score import Score
 from nbflow._core.secrets import Secret, secret_texts
 from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
@@ -712,6 +715,7 @@ def _frame(state: State) -> pd.DataFrame:
         frame["attempts"] = frame["attempts"].astype("int64")
     if "latency" in frame and frame["latency"].dtype != "float64":
         frame["latency"] = frame["latency"].astype("float64")
+    frame = split_scores(frame, cases.outputs)
     if state.opts.flatten:
         frame = _flatten(frame, cases.outputs)
     # Most frequent first, ties in the order first seen: as ``frame["status"].value_counts()``, ~10x faster.
@@ -737,6 +741,54 @@ def _frame(state: State) -> pd.DataFrame:
             frame.attrs["store"] = state.archive.store
     register_accessor()
     return frame
+
+
+def split_scores(frame: pd.DataFrame, outputs: Sequence[str]) -> pd.DataFrame:
+    """Each output column of ``nf.Score`` values becomes the values (the column: what ``nf.summarize`` reads)
+    followed by ``<node>.explanation`` and a ``<node>.<key>`` column per key of the scores' ``details``."""
+    found = [
+        o
+        for o in outputs
+        if o in frame.columns
+        and frame[o].dtype == object
+        and any(isinstance(v, Score) for v in frame[o])
+        and all(isinstance(v, Score) or v is None or (isinstance(v, float) and math.isnan(v)) for v in frame[o])
+    ]
+    if not found:
+        return frame
+    import pandas as pd
+
+    # (a frame loaded from a store lists these columns already, empty: its rows hold the Scores)
+    made = {f"{o}.explanation" for o in found} | {
+        f"{o}.{k}" for o in found for v in frame[o] if isinstance(v, Score) for k in v.details
+    }
+    frame = frame.drop(columns=[c for c in frame.columns if c in made])
+    parts: list[pd.Series] = []
+    for col in frame.columns:
+        if col not in found:
+            parts.append(frame[col])
+            continue
+        scores = [v if isinstance(v, Score) else None for v in frame[col]]
+        values = [s.value if s is not None else None for s in scores]
+        kind = "bool" if all(isinstance(v, bool) for v in values) else None
+        parts.append(pd.Series(values, index=frame.index, name=col, dtype=kind or object))
+        if kind is None and all(isinstance(v, numbers.Real) or v is None for v in values):
+            parts[-1] = pd.to_numeric(parts[-1]).rename(col)  # None -> NaN: a numeric score column
+        parts.append(
+            pd.Series(
+                [s.explanation if s is not None else None for s in scores], index=frame.index, name=f"{col}.explanation"
+            )
+        )
+        keys = dict.fromkeys(str(k) for s in scores if s is not None for k in s.details)
+        for k in keys:
+            parts.append(
+                pd.Series(
+                    [s.details.get(k) if s is not None else None for s in scores], index=frame.index, name=f"{col}.{k}"
+                )
+            )
+    out = pd.concat(parts, axis=1)
+    out.attrs = dict(frame.attrs)
+    return out
 
 
 def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
