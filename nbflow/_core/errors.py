@@ -29,7 +29,8 @@ The tree::
     ├── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
     ├── ProcessNodeError (RuntimeError)    an executor="process" node could not run in its worker
     │                                      (inputs/output not picklable, the worker died); .node
-    └── InputMutationError (RuntimeError)  a node changed a value it received (nf.config.check_mutation); .node
+    ├── InputMutationError (RuntimeError)  a node changed a value it received (nf.config.check_mutation); .node
+    └── ScorerError (ValueError)           a scorer cannot score (a judge answered off-format, a bad rubric)
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
     BatchInterrupted (KeyboardInterrupt)   a batch was interrupted; .frame holds every finished row
@@ -41,8 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, gate, is_secret_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +75,7 @@ __all__ = [
     "RunFailedError",
     "RunInterrupted",
     "RunnerError",
+    "ScorerError",
     "StateTransitionError",
     "StoreError",
     "SubflowFailedError",
@@ -102,11 +102,28 @@ def _suggest(name: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+class _Shown:
+    """How an error or a warning shows a text: ``nbflow._core.secrets`` installs its redaction gate here when it
+    is imported (it imports this module, so this one cannot import it). Until then no secret is known, and there
+    is nothing to redact."""
+
+    @staticmethod
+    def text(text: str) -> str:
+        return text
+
+    @staticmethod
+    def input(parameter: str, value: Any, shown: str, detail: str) -> tuple[str, str]:
+        return shown, detail
+
+
+SHOWN = _Shown()
+
+
 class NbflowWarning(UserWarning):
     """Something works, but not as well as it could (e.g. Graphviz missing)."""
 
     def __str__(self) -> str:  # shown in the notebook and the log: every known secret's text redacted
-        return gate(super().__str__())
+        return SHOWN.text(super().__str__())
 
 
 class NbflowError(Exception):
@@ -117,7 +134,7 @@ class NbflowError(Exception):
     """
 
     def __str__(self) -> str:
-        return gate(super().__str__())
+        return SHOWN.text(super().__str__())
 
 
 class RedactedError(Exception):
@@ -182,7 +199,7 @@ class UnknownNodeError(GraphError, KeyError):
         )
 
     def __str__(self) -> str:  # KeyError would quote the whole message
-        return gate(str(self.args[0]))
+        return SHOWN.text(str(self.args[0]))
 
 
 RUN_OPTIONS = ("concurrency", "keep", "on_event", "overrides", "save", "show", "store", "targets", "timeout", "trace")
@@ -245,9 +262,7 @@ class TypeValidationError(NbflowError, TypeError):
         self.expected = expected
         self.value = value
         shown = short_repr(value)
-        if is_secret_name(parameter) or isinstance(value, Secret):  # never quote a secret input's value
-            shown = REDACTED_TEXT
-            detail = Redactor([str.__str__(value)])(detail) if isinstance(value, str) and detail else detail
+        shown, detail = SHOWN.input(parameter, value, shown, detail)  # never quote a secret input's value
         where = f"node {node!r} returned" if parameter == "return" else f"node {node!r}, parameter {parameter!r}, got"
         fix = (
             "fix the function or its return annotation"
@@ -418,6 +433,10 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run: Run) -> None:
         self.run = run
         super().__init__(f"run {run.run_id} of flow {run.flow!r} was interrupted; its record is in .run")
+
+
+class ScorerError(NbflowError, ValueError):
+    """A scorer of ``nbflow.scorers`` cannot score: a judge answered off-format, a rubric names an unknown field."""
 
 
 class BatchError(NbflowError, ValueError):

@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nbflow._core.errors import SHOWN, ConfigError
+
 __all__ = [
     "REDACTED",
     "REDACTED_TEXT",
@@ -230,8 +232,6 @@ def env(name: str, default: str | None = None) -> Secret:
     ``nf.env("OPENAI_API_KEY")``; a missing variable raises ConfigError naming it, unless
     ``default`` is given.
     """
-    from nbflow._core.errors import ConfigError
-
     if not isinstance(name, str) or not name:
         raise ConfigError(f"nf.env(name): the name of an environment variable, got {name!r}")
     value = os.environ.get(name, default)
@@ -625,3 +625,15 @@ def _trie_regex(node: dict[str, Any]) -> str:
         return ""
     body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
     return f"(?:{body})?" if "" in node else body
+
+
+def _shown_input(parameter: str, value: Any, shown: str, detail: str) -> tuple[str, str]:
+    """How an error quotes a node's input (``TypeValidationError``): a secret one (by name, ``nf.Secret``) never."""
+    if is_secret_name(parameter) or isinstance(value, Secret):
+        return REDACTED_TEXT, Redactor([str.__str__(value)])(detail) if isinstance(value, str) and detail else detail
+    return shown, detail
+
+
+# Every NbflowError and NbflowWarning shows its message through the gate (see errors._Shown).
+SHOWN.text = gate  # type: ignore[method-assign,assignment]
+SHOWN.input = _shown_input  # type: ignore[method-assign]

@@ -84,6 +84,7 @@ function render({ model, el }) {
       for (const c of cols) {
         const td = h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}` }, String(row[c] ?? ""));
         if (c === "status") td.style.color = COLORS[row.status] || "";
+        if (row[`${c}.explanation`]) td.title = row[`${c}.explanation`];  // a scorer's why, on hover
         if (c.endsWith(": change") && (row[c] === "regressed" || row[c] === "newly_failing")) td.style.color = COLORS.failed;
         tr.append(td);
       }
