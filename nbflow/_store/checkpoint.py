@@ -491,6 +491,9 @@ class CheckpointStore:
         """Nodes whose output could not be stored, with why (reported when the run pauses)."""
         self._interrupted: dict[str, str | None] = {}  # run id -> the gone owner it was loaded with
         self._failed: dict[str, StoreError] = {}  # run id -> the write that failed (the run is stopped)
+        # Runs whose FAILED state could not be written after a failed write (the file still shows them RUNNING,
+        # owned by this process): a resume in this process takes them back from that state (``claim_failed``).
+        self._unsaved: set[str] = set()
         self._db = open_db(self.path, timeout)
         try:
             with self._tx():
@@ -596,7 +599,9 @@ class CheckpointStore:
         try:
             self.save_run(run)
         except Exception:  # the file is what failed; the error below says so
-            pass
+            self._unsaved.add(run.run_id)
+        else:
+            self._unsaved.discard(run.run_id)
         raise error
 
     def _save_event(self, run: Run, event: Event) -> None:
@@ -661,16 +666,21 @@ class CheckpointStore:
         """Move the stored run from FAILED to RUNNING and forget the records of the nodes ``again`` (they
         run again: stored as not run yet, so a crash during this resume is continued like any other);
         ``kept``: the fresh records of those nodes that keep something (a failed map's succeeded items),
-        stored instead. One transaction: of two processes resuming the same failed run, one wins, the
-        other conflicts."""
+        stored instead. Every other finished node is written again as this copy holds it: a run stopped by a
+        failed checkpoint write finished nodes whose records never reached the file (the node whose write
+        failed, nodes in flight then), and a resume must not go on from what the file lacks. One
+        transaction: of two processes resuming the same failed run, one wins, the other conflicts."""
+        unsaved = run.run_id in self._unsaved  # its FAILED state never reached the file: RUNNING, owned by us
         self.identity.check()
         try:
             with self._tx():
                 self._spread_record(run)
                 cur = self._db.execute(
                     "UPDATE checkpoint_runs SET status='running', updated_at=?, owner=?, reason=NULL, "
-                    "finished_at=NULL WHERE run_id=? AND status='failed' AND finished_at IS ?",
-                    (time.time(), owner_token(), run.run_id, run.finished_at),  # the failure this copy saw
+                    "finished_at=NULL WHERE run_id=? AND ((status='failed' AND finished_at IS ?) "
+                    "OR (? AND status IN ('running', 'pending') AND owner=?))",
+                    # the failure this copy saw, or the write of it that failed
+                    (time.time(), owner_token(), run.run_id, run.finished_at, unsaved, owner_token()),
                 )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
@@ -680,12 +690,14 @@ class CheckpointStore:
                 self._db.executemany(
                     "DELETE FROM checkpoint_nodes WHERE run_id=? AND node=?", [(run.run_id, n) for n in again]
                 )
-                if kept:
+                done = [rec for name, rec in run.nodes.items() if name not in again and rec.status.finished]
+                if kept or done:
                     red = self._redactor(run)
                     dump = _dumper(red)
-                    self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in kept])
+                    self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in [*done, *kept]])
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        self._unsaved.discard(run.run_id)
 
     def _spread_record(self, run: Run) -> None:
         """A run stored as one record (``write_whole_runs``) gets a row per node, as the checkpoints of a
