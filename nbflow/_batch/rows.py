@@ -754,6 +754,7 @@ def _frame(state: State) -> pd.DataFrame:
     )
     if state.archive is not None:
         frame.attrs["nbflow_runs"] = state.archive
+        state.archive.held_by(frame)
         if state.archive.store:
             frame.attrs["store"] = state.archive.store
     register_accessor()
