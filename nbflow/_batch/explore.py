@@ -52,7 +52,9 @@ def explore(frame: pd.DataFrame) -> Any:
         flow_of(run).answer(frame, {frame.index[pos]: _unmasked(run, value, redact)})
 
     # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
-    return ExplorerView(lambda request: redact.scrub(query(frame, request, redact)), open_row, answer, static)
+    return ExplorerView(
+        lambda request: redact.scrub(query(frame, request, redact)), open_row, answer, static, size=len(frame)
+    )
 
 
 def secrets_of(frame: pd.DataFrame) -> Redactor:
