@@ -51,7 +51,7 @@ from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
 from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps
 from nbflow._store.pickling import loads as _loads
-from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
+from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
@@ -105,7 +105,7 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
     row = db.execute("SELECT value FROM nbflow_meta WHERE key='checkpoint_schema'").fetchone()
     if row is None:
         db.execute("INSERT INTO nbflow_meta VALUES ('checkpoint_schema', ?)", (str(SCHEMA_VERSION),))
-    elif int(row[0]) > SCHEMA_VERSION:
+    elif schema_version(path, "checkpoint_schema", row[0]) > SCHEMA_VERSION:
         raise StoreError(
             f"store {str(path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); upgrade nbflow to read it"
         )
@@ -113,7 +113,9 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         return  # a read-only copy (sqlite.open_db) is read as it is: an older file has no record column
     _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
-    if row is not None and int(row[0]) < SCHEMA_VERSION:  # schema 1 and 2: their runs stay as they are
+    if (
+        row is not None and schema_version(path, "checkpoint_schema", row[0]) < SCHEMA_VERSION
+    ):  # schema 1 and 2: their runs stay as they are
         db.execute("UPDATE nbflow_meta SET value=? WHERE key='checkpoint_schema'", (str(SCHEMA_VERSION),))
 
 
@@ -810,9 +812,13 @@ class CheckpointStore:
     def load(self, run_id: str, *, secrets: dict[str, Any] | None = None, allow_pickle: bool = False) -> Run:
         """The stored run ``run_id``; pickled parts without a valid tag of your key need ``allow_pickle``."""
         try:
-            return self._load(run_id, secrets, allow_pickle)
+            run = self._load(run_id, secrets, allow_pickle)
         except UntrustedData as exc:
             raise UntrustedData(f"store {str(self.path)!r}, run {run_id!r}: {exc}") from None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:  # a field nbflow never writes
+            raise garbled(self.path, f"the record of run {run_id!r}", exc) from None
+        _check_record(self.path, run)
+        return run
 
     def _load(self, run_id: str, secrets: dict[str, Any] | None, allow_pickle: bool) -> Run:
         loads = partial(_loads, allow_pickle=allow_pickle)
@@ -905,6 +911,22 @@ class CheckpointStore:
             run.pending[key] = loads(q)
         self.track(run, save=False)
         return run
+
+
+def _check_record(path: Any, run: Run) -> None:
+    """The fields a loaded run is shown and resumed with have the kinds nbflow writes (CorruptStore otherwise)."""
+    times = [("started_at", run.started_at), ("finished_at", run.finished_at)]
+    times += [
+        (f"{name}.{f}", getattr(rec, f)) for name, rec in run.nodes.items() for f in ("started_at", "finished_at")
+    ]
+    for what, value in times:
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            raise garbled(path, f"the record of run {run.run_id!r}", f"{what} is {value!r}, not a time")
+    if not isinstance(run.pause_version, int) or isinstance(run.pause_version, bool):
+        raise garbled(path, f"the record of run {run.run_id!r}", f"pause_version is {run.pause_version!r}")
+    for what, value in (("reason", run.reason), *((f"{n}.reason", r.skip_reason) for n, r in run.nodes.items())):
+        if value is not None and not isinstance(value, str):
+            raise garbled(path, f"the record of run {run.run_id!r}", f"{what} is {type(value).__name__}, not text")
 
 
 def _who(owner: str | None) -> str:
