@@ -161,7 +161,7 @@ class ExplorerView(widgets.HBox):
     ) -> None:
         self.table = ExplorerTable(**static)
         self.detail = widgets.Output(layout=widgets.Layout(width="50%", min_width="360px"))
-        self.table.layout = widgets.Layout(width="50%")
+        self.table.layout.width = "50%"  # (its own Layout: a new one would leave that one's comm open)
         super().__init__([self.table, self.detail])
         self._query_fn, self._open, self._answer = query, open_row, answer
         self.size = size  # rows of the frame: a position outside range(size) is refused
@@ -238,6 +238,13 @@ class ExplorerView(widgets.HBox):
             self._answer(pos, content["answer"])
             self._apply(dict(self.table.query))
             self.show(pos)
+
+    def close(self) -> None:
+        """Close the explorer with every widget it made (the table, the detail pane, their layouts)."""
+        parts = [self.table, self.detail, self.table.layout, self.detail.layout, self.layout]
+        super().close()
+        for part in parts:
+            part.close()
 
     def show(self, pos: int) -> None:
         """Show row ``pos``'s run view beside the table."""

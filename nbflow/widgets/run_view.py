@@ -291,7 +291,10 @@ class RunView(anywidget.AnyWidget):
         self._throttle.cancel()
         self._run = None
         self.handle = None
+        layout = getattr(self, "layout", None)  # DOMWidget's own Layout widget: a comm of its own, left open else
         super().close()
+        if layout is not None:
+            layout.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         if self.comm is None:  # closed: nothing live to show
