@@ -139,3 +139,26 @@ def test_a_loaded_frame_of_a_batch_run_in_this_process_writes_its_answers(tmp_pa
     assert list(loaded["status"]) == ["succeeded", "paused"]
     stored = nf.load_batch(db, "review")
     assert list(stored["status"]) == ["succeeded", "paused"] and stored.loc[0, "publish"] == "POST ABOUT TEA"
+
+
+def test_an_answer_is_in_the_store_before_the_row_resumes(tmp_path: Path) -> None:
+    seen: list[str] = []
+    flow = nf.Flow("answer_first")
+
+    @flow.node
+    async def review(topic: str) -> str:
+        return await nf.ask(f"OK {topic}?", options=["yes", "no"])
+
+    @flow.node
+    def publish(review: str) -> str:
+        # While the resumed row runs: the store already holds the answer (a crash now would not lose it).
+        run = nf.load_run(db, str(df.loc[0, "run_id"]))
+        seen.append(repr(run.answers))
+        return review
+
+    db = tmp_path / "runs.db"
+    df = flow.batch([{"topic": "a"}], store=db, progress=False)
+    assert list(df["status"]) == ["paused"]
+    flow.answer(df, {0: "yes"})
+    assert seen == ["{'review#0': 'yes'}"] and df.loc[0, "publish"] == "yes"
+    assert nf.load_run(db, str(df.loc[0, "run_id"])).status is nf.RunStatus.SUCCEEDED
