@@ -4,47 +4,34 @@ store lacks."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-import time
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
 import nbflow as nf
-from tests.helpers.store_files import rows_on_disk
-
-
-def _hold_lock(db: Path, seconds: float, started: threading.Event) -> None:
-    other = sqlite3.connect(db, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")
-    started.set()
-    time.sleep(seconds)
-    other.execute("ROLLBACK")
-    other.close()
+from tests.helpers.store_files import hold_lock, rows_on_disk
 
 
 def test_rows_of_a_failed_group_commit_are_marked_not_stored_and_resume_runs_only_them(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     flow = nf.Flow("group_commit_fails")
     calls: list[int] = []
-    started = threading.Event()
-    holder = threading.Thread(target=_hold_lock, args=(db, 1.5, started))
+    holders: list[threading.Thread] = []
 
     @flow.node
     async def out(x: int) -> int:
         calls.append(x)
-        if x == 6 and not started.is_set():  # another process takes the file and keeps it past the lock_wait
-            holder.start()
-            started.wait()
+        if x == 6 and not holders:  # another process takes the file and keeps it past the lock_wait
+            holders.append(hold_lock(db, 1.5))
         return x * 10
 
     store = nf.BatchStore(db, timeout=0.05, lock_wait=0.3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         frame = flow.batch(pd.DataFrame({"x": range(40)}), store=store, concurrency=4, progress=False)
-    holder.join()
+    holders[0].join()
     store.close()
     on_disk = rows_on_disk(str(db))
     succeeded = set(frame.index[frame.status == "succeeded"])

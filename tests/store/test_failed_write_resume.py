@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 import nbflow as nf
+from tests.helpers.store_files import hold_lock
 
 FLOW = """
 import os
@@ -73,22 +73,6 @@ def flow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
     sys.modules.pop("fault_flow", None)
 
 
-def _lock_for(db: Path, seconds: float) -> None:
-    """Another connection holds the database locked for ``seconds`` (from now)."""
-    started = threading.Event()
-
-    def hold() -> None:
-        other = sqlite3.connect(db, isolation_level=None)
-        other.execute("BEGIN EXCLUSIVE")
-        started.set()
-        time.sleep(seconds)
-        other.execute("ROLLBACK")
-        other.close()
-
-    threading.Thread(target=hold, daemon=True).start()
-    started.wait()
-
-
 class _DiskError:
     """The store's connection, whose first node write fails with SQLite's disk I/O error."""
 
@@ -126,7 +110,7 @@ def test_a_failed_write_then_a_resume_in_the_same_session_loses_nothing(
     db = tmp_path / "runs.db"
     store = nf.CheckpointStore(db, timeout=0.2)
     if fault == "locked":
-        flow_module.HOOK.append(lambda: _lock_for(db, 0.6))
+        flow_module.HOOK.append(lambda: hold_lock(db, 0.6))
         match = "locked by another process"
     else:
         store._db = _DiskError(store._db)  # type: ignore[assignment]
