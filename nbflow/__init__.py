@@ -310,6 +310,10 @@ def __getattr__(name: str) -> object:
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later look-ups are plain module attributes
+    if "pandas" in _sys.modules:  # pandas imported after nbflow (a script): df.nbflow from the next use of nf.*
+        from nbflow._batch.runs import register_accessor
+
+        register_accessor()
     return value
 
 

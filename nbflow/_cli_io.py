@@ -16,9 +16,9 @@ import os
 import sqlite3
 import sys
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nbflow._batch.save import SUFFIXES
 from nbflow._core.errors import NbflowError
@@ -68,7 +68,7 @@ def load_flow(target: str) -> tuple[Flow, str]:
 
     path, name = split_target(target)
     is_file = path.endswith((".py", ".ipynb")) or "/" in path or os.sep in path
-    with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr), _no_exit(path):
         if is_file:
             file = Path(path).expanduser().resolve()
             if not file.is_file():
@@ -106,6 +106,52 @@ def load_flow(target: str) -> tuple[Flow, str]:
         what = "no such name" if obj is None else f"a {type(obj).__name__}, not an nbflow Flow"
         raise CliError(f"{path}:{name} is {what}{_suggest(name, flows)}; flows there: {', '.join(flows) or 'none'}")
     return obj, f"{source}:{name}"
+
+
+class _ExitCalled(BaseException):
+    """``os._exit`` called by a flow source while it loads (a BaseException: a bare ``except Exception`` in the
+    source does not swallow it)."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _no_exit(where: str) -> Iterator[None]:
+    """A flow source that exits while it loads (``sys.exit(5)``, ``exit()``, ``os._exit(0)``) fails the command
+    loudly: the process ended before, with whatever code the source gave, so a command that ran nothing could
+    exit 0 and pass CI. ``os._exit`` (which ends the process at once, skipping every handler) is replaced while
+    the source loads: the source's own module-level code, and what it calls then, reach the replacement through
+    ``os._exit``, ``posix._exit`` or a ``from os import _exit`` made while loading. A name bound to the real
+    function before nbflow started loading (another module imported earlier) still ends the process; so does a
+    signal (``os.kill(os.getpid(), 9)``)."""
+    import posix
+
+    real = os._exit
+    loading = [True]
+
+    def refused(code: Any = 0) -> NoReturn:
+        if not loading[0]:  # bound while loading, called later (a node): the real thing
+            real(code)
+        raise _ExitCalled(code)
+
+    os._exit = posix._exit = refused  # type: ignore[assignment]
+    try:
+        yield
+    except SystemExit as exc:
+        raise CliError(
+            f"loading {where} called sys.exit({exc.code!r}): a flow source must define its flows, not end the "
+            f'process (put the script part under `if __name__ == "__main__":`); nothing was run'
+        ) from None
+    except _ExitCalled as exc:
+        raise CliError(
+            f"loading {where} called os._exit({exc.code!r}): a flow source must define its flows, not end the "
+            f'process (put the script part under `if __name__ == "__main__":`); nothing was run'
+        ) from None
+    finally:
+        loading[0] = False
+        os._exit = posix._exit = real
 
 
 class _SourceError(CliError):

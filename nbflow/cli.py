@@ -38,6 +38,7 @@ from nbflow._cli_io import (
 )
 from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
 from nbflow._core.secrets import Redactor, Secret, gate, is_secret_name, learn_environment, secret_texts
+from nbflow._core.states import RunStatus
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -161,6 +162,11 @@ def _parser() -> argparse.ArgumentParser:
     z.add_argument("run_id", metavar="RUN_ID")
     z.add_argument("--answer", "-a", metavar="ANSWER", help="the answer (JSON for a question with a schema)")
     z.add_argument("--question", metavar="KEY", help="which open question it answers (when there are several)")
+    z.add_argument(
+        "--force",
+        action="store_true",
+        help="take over a run another process holds RUNNING (only if you know that process is gone)",
+    )
     z.add_argument(
         "--flow", metavar="PATH:FLOW", help="where the flow is defined (default: where `nbflow run` found it)"
     )
@@ -629,7 +635,7 @@ def _resume(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"store {path!r} has no run {args.run_id!r}{_suggest(args.run_id, stored)}; `nbflow show {path}` lists them"
         )
     _, flow_name, status = stored[args.run_id]
-    if status != "paused":
+    if status not in ("paused", "running", "pending"):  # RUNNING: interrupted (its process is gone), or held
         raise CliError(f"run {args.run_id} is {status.upper()}, not PAUSED: there is nothing to resume")
     source = args.flow or recall_source(path, flow_name)
     if source is None:
@@ -639,6 +645,13 @@ def _resume(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CliError(f"{source} is flow {flow.name!r}, but run {args.run_id} belongs to flow {flow_name!r}")
     secrets = {**assignments(flow, args.input), **env_secrets(args.secret)}
     run = store.load(args.run_id, secrets=secrets)
+    if args.force:
+        run._take_over()
+    if run.status is RunStatus.RUNNING:
+        raise CliError(
+            f"run {args.run_id} is RUNNING in another live process (on another host: its heartbeat is less than a "
+            f"minute old); wait for it to pause or stop, or pass --force if you know that process is gone"
+        )
     answer: Any = None
     if args.answer is None:
         if run.pending:

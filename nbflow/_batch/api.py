@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -303,10 +305,29 @@ def _options(
     )
 
 
+_PRELOAD: list[threading.Thread] = []
+
+
+def _preload_pandas() -> None:
+    """Import pandas in a thread while the first rows run (once per process): the frame a batch returns, also
+    the partial one a Ctrl-C or a cancel gets, needs it, and importing it then, on the loop, made the first
+    interrupt of a process wait for the import (2-4 s)."""
+    if "pandas" in sys.modules or _PRELOAD:
+        return
+    import importlib
+
+    thread = threading.Thread(
+        target=importlib.import_module, args=("pandas",), name="nbflow-import-pandas", daemon=True
+    )
+    _PRELOAD.append(thread)
+    thread.start()
+
+
 async def _drive(state: State) -> pd.DataFrame:
     """Run every case not yet finished; always leave the partial frame on ``state``/``flow.last_batch``."""
 
     flow, cases, opts = state.flow, state.cases, state.opts
+    _preload_pandas()
     n = len(cases.cases)
     secret = [] if opts.store_secrets else [c for c in cases.columns if is_secret_name(c)]
     runner: RowsRunner = run_rows

@@ -480,8 +480,10 @@ async def _run_remote(
                     progress.failed += 1
                     consecutive += 1
                     last_error = breaker_error(result, cases.cases[i].inputs)
-                if store_failed is not None and state.stopped is None:
-                    state.stopped = store_failed
+                if store_failed is not None:
+                    state.not_stored.add(i)
+                    if state.stopped is None:
+                        state.stopped = store_failed
                 if breaker is not None and consecutive >= breaker and state.stopped is None:
                     state.stopped = (
                         f"circuit breaker: {consecutive} consecutive rows failed "

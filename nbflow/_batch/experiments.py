@@ -170,7 +170,14 @@ def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: 
     experiment, notes), so ``nf.summarize`` and ``nf.compare`` work on it as on a fresh result.
     Rows never finished are absent. ``unpickle=False`` leaves pickled values as a marker (a store
     you did not write yourself).
+
+    The frame names its store (``attrs["store"]``), so it behaves as the frame the batch returned, in
+    this process or after a restart: ``df.nbflow.run(i)`` opens a row's run from the store and
+    ``flow.answer(df, {row: answer})`` resumes a paused row, writing its new state to the store.
     """
+    from nbflow._batch.runs import register_accessor
+
+    register_accessor()  # df.nbflow, even in a process that imported pandas after nbflow
     store, own = _open(db)
     try:
         batch_id = _find(store, name)
@@ -193,6 +200,7 @@ def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: 
             "notes": meta.get("notes"),
             "stopped": meta.get("stopped"),
             "counts": {str(k): int(v) for k, v in frame["status"].value_counts().items()} if "status" in frame else {},
+            "store": os.path.abspath(store.path),
         }
     )
     from nbflow._batch.rows import split_scores  # (the row engine: loaded when a frame is, not with nf.experiments)

@@ -63,7 +63,7 @@ def explore(frame: pd.DataFrame) -> Any:
         return out
 
     # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
-    return ExplorerView(lambda request: redact.scrub(state(request)), open_row, answer, static)
+    return ExplorerView(lambda request: redact.scrub(state(request)), open_row, answer, static, size=len(frame))
 
 
 _VERDICT_MAX_ROWS = 20_000  # (a paired bootstrap per score: past this, compare mode opens without it)

@@ -89,7 +89,20 @@ def _check(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any]) -> list[
             validate_answer(next(iter(run.pending.values())), value)  # AnswerError before anything runs
         run._flow = flow
         todo.append((row.name if key in frame.index else frame.index[key], run, value))
+    store = _store_of(frame)
+    if store:
+        from nbflow._store.checkpoint import open_store
+
+        for _, run, _ in todo:
+            if run.store is None:  # a run the batch kept in memory: its answer goes to the store first, as a
+                open_store(store).track(run, save=False)  # loaded run's does (its claim), then every node
     return todo
+
+
+def _store_of(frame: pd.DataFrame) -> str | None:
+    """The store path of a batch frame (``attrs["store"]``, else its archive's), or None."""
+    archive = frame.attrs.get("nbflow_runs")
+    return frame.attrs.get("store") or (archive.store if isinstance(archive, RunArchive) else None)
 
 
 def _paused_labels(frame: pd.DataFrame) -> str:
@@ -121,7 +134,7 @@ async def _resume_all(
     todo = [t for t, ok in zip(todo, resumed, strict=True) if ok]
     outputs = list(frame.attrs.get("outputs") or [])
     archive = frame.attrs.get("nbflow_runs")
-    store_path = frame.attrs.get("store") or (archive.store if isinstance(archive, RunArchive) else None)
+    store_path = _store_of(frame)
     for label, run, _ in todo:
         new = outcome(run, outputs)
         for col, value in new.items():

@@ -64,6 +64,9 @@ __all__ = [
     "unfinished",
 ]
 
+# Present when a store write failed: is the row's result in the store (False: in this frame only; resume=True runs
+# it again).
+STORED_COLUMN = "stored"
 # Enum members bound once (a lookup on the class costs ~0.1 µs on Python 3.11, several per row).
 _RUN_SUCCEEDED, _RUN_CANCELLED, _RUN_PAUSED = RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.PAUSED
 
@@ -109,6 +112,7 @@ class State:
     cooldowns: list[dict[str, Any]] = field(default_factory=list)  # circuit breaker pauses, in order
     fingerprint: str | None = None  # the store's id of the flow's per-node fingerprints (rows remember it)
     rerun: dict[str, int] = field(default_factory=dict)  # resume: changed node -> rows it made run again
+    not_stored: set[int] = field(default_factory=set)  # finished rows whose store write failed
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -221,6 +225,7 @@ async def run_rows(
                 kept_run = None
                 if failed is not None:
                     store_failed = _store_failed(i, failed)
+                    state.not_stored.add(i)
             if status == "succeeded":
                 progress.succeeded += 1
                 ok = True
@@ -507,12 +512,20 @@ def stopped_by(exc: BaseException, state: Any, progress: Any, renderer: Any, flo
 
 
 def stop_warning(state: State, stored: bool) -> None:
+    lost = ""
+    if state.not_stored:  # (a failed write always stops the batch: said in the same warning)
+        rows = sorted(state.not_stored)
+        shown = ", ".join(map(str, rows[:10])) + (" ..." if len(rows) > 10 else "")
+        lost = (
+            f"; {len(rows)} finished row(s) could not be written to the store (positions {shown}): they are in "
+            f"this frame with stored=False, not on disk, and resume=True runs them again"
+        )
     if state.stopped is not None:
         left = sum(1 for r in state.results if r is not None and r["status"] in ("pending", "cancelled"))
         fix = "fix the cause and run again" + (" with resume=True" if stored else "")
         warnings.warn(
             f"batch of flow {state.flow.name!r} stopped early, {state.stopped}; {left} rows were not finished "
-            f"(status 'pending' or 'cancelled', see frame.attrs['stopped']); {fix}",
+            f"(status 'pending' or 'cancelled', see frame.attrs['stopped']){lost}; {fix}",
             NbflowWarning,
             stacklevel=4,
         )
@@ -700,6 +713,10 @@ def _frame(state: State) -> pd.DataFrame:
     statuses = [r["status"] for r in records]
     if "paused" in statuses:
         columns = [*columns, *QUESTION_COLUMNS]
+    if state.not_stored:  # a store write failed: which rows are on disk
+        columns = [*columns, STORED_COLUMN]
+        for k, r in enumerate(records):
+            r[STORED_COLUMN] = k not in state.not_stored and r["status"] in FINISHED
     # (map/contains: one pass in C over the rows, a third of a generator's time per row)
     if any(map(operator.contains, records, itertools.repeat(USAGE_COLUMNS[0]))):  # some node reported usage
         columns += USAGE_COLUMNS  # every finished row counts
@@ -741,6 +758,7 @@ def _frame(state: State) -> pd.DataFrame:
     )
     if state.archive is not None:
         frame.attrs["nbflow_runs"] = state.archive
+        state.archive.held_by(frame)
         if state.archive.store:
             frame.attrs["store"] = state.archive.store
     register_accessor()

@@ -42,7 +42,9 @@ KEEP_CHOICES = ("failed", "all", "none")
 KEEP_LIMIT = 10_000
 
 # Archives by run-id prefix ("<prefix>-<row>"): weak, plus strong references to the most recent batches
-# so that a frame whose attrs were dropped (pd.concat of two batches) still finds its runs.
+# so that a frame whose attrs were dropped (pd.concat of two batches) still finds its runs, held until the frame
+# the batch returned is garbage (``RunArchive.held_by``): then a frame that still names the archive in its
+# attrs (a filtered copy) keeps it, and nothing else does.
 _ARCHIVES: weakref.WeakValueDictionary[str, RunArchive] = weakref.WeakValueDictionary()
 _RECENT: collections.deque[RunArchive] = collections.deque(maxlen=8)
 
@@ -61,6 +63,7 @@ class RunArchive(str):
         self.runs: dict[str, Run] = {}
         self.graph: Graph | None = None  # the batch's flow graph: a run read back from the store draws with it
         self.dropped = 0  # rows the policy wanted kept but the in-memory bound refused
+        self._frame_token = 0  # which frame built from this batch is the latest (``held_by``)
 
     def wants(self, status: str) -> bool:
         """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
@@ -87,6 +90,12 @@ class RunArchive(str):
         _ARCHIVES[str(self)] = self
         _RECENT.append(self)
 
+    def held_by(self, frame: pd.DataFrame) -> None:
+        """``frame`` is the batch's latest frame: once it is garbage (and no earlier frame is the latest), the
+        archive leaves the recent list, so the runs of a deleted frame are released with it."""
+        self._frame_token += 1
+        weakref.finalize(frame, _release, self, self._frame_token)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> RunArchive:
         return self  # frame.attrs is deep-copied by pandas on every operation: share, never copy runs
 
@@ -107,6 +116,14 @@ class RunArchive(str):
 
     def __eq__(self, other: object) -> bool:
         return str.__eq__(self, other)
+
+
+def _release(archive: RunArchive, token: int) -> None:
+    if archive._frame_token == token:  # (a partial frame built before the final one is not the latest)
+        try:
+            _RECENT.remove(archive)
+        except ValueError:
+            pass  # pushed out by newer batches already
 
 
 def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:

@@ -971,7 +971,7 @@ class Flow:
     def resume(self, run: Run | str, answer: Any = MISSING, *, store: Any = None, **kw: Any) -> Run:
         """Resume a paused or failed run of this flow (a Run, or a run id in ``store``); blocking.
 
-        Same options as ``Run.resume`` (``question=``, ``version=``).
+        Same options as ``Run.resume`` (``question=``, ``version=``, ``force=``).
         """
         if isinstance(run, str):
             if store is None and self.store is None:
@@ -982,7 +982,7 @@ class Flow:
         run._flow = self
         return run.resume(answer, **kw)
 
-    def cancel(self, run: Run | str, *, store: Any = None, reason: str | None = None) -> Run:
+    def cancel(self, run: Run | str, *, store: Any = None, reason: str | None = None, force: bool = False) -> Run:
         """Cancel a PAUSED run of this flow (a Run, or a run id in ``store``): see ``Run.cancel``."""
         if isinstance(run, str):
             if store is None and self.store is None:
@@ -990,7 +990,7 @@ class Flow:
             run = _load_run(store if store is not None else self.store, run)
         if run.flow != self.name:
             raise RunnerError(f"run {run.run_id} belongs to flow {run.flow!r}, not {self.name!r}")
-        run.cancel(reason)
+        run.cancel(reason, force=force)
         return run
 
     def _resume_run(self, run: Run, answer: Any, question: str | None, version: int | None) -> Run:

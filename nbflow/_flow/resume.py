@@ -159,6 +159,19 @@ def _check_resumable(run: Run) -> Any:
     return graph.plan(run.inputs, run.targets)
 
 
+def _rerun_downstream_of_unfinished(run: Run, graph: Any) -> None:
+    """A finished node downstream of one not finished ran on a value the record lacks (a store file whose
+    checkpoint write of the upstream node failed, resumed by an nbflow that went on without it): it runs again,
+    after its upstream, instead of the scheduler meeting a finished node it cannot start (an answer given to
+    its run is kept in ``run.answers``: a question asked again gets it)."""
+    stale: set[str] = set()
+    for name, rec in run.nodes.items():
+        if not rec.status.finished and name not in stale:
+            stale.update(d for d in graph.descendants(name) if d in run.nodes and run.nodes[d].status.finished)
+    for name in stale:
+        run.nodes[name] = NodeRecord(name)
+
+
 async def continue_run(run: Run) -> Run:
     """Run what is left of a claimed run on this loop: finished nodes are not run again."""
     flow = flow_of(run)
@@ -166,6 +179,7 @@ async def continue_run(run: Run) -> Run:
     plan = graph.plan(run.inputs, run.targets)
     if list(run.nodes) != list(plan.nodes):  # loaded from a store: same records, in plan order
         run.nodes = {n: run.nodes.get(n) or NodeRecord(n) for n in plan.nodes}
+    _rerun_downstream_of_unfinished(run, graph)
     run.graph = graph
     if config.trace is not None:  # a run loaded from a store has no tracer yet (off: not even an import)
         from nbflow.otel import attach

@@ -787,7 +787,9 @@ class Run:
             raise ResumeConflictError(f"run {self.run_id} is {self.status.name}; only a RUNNING run can be paused")
         self._pause_requested = True
 
-    async def aresume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+    async def aresume(
+        self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None, force: bool = False
+    ) -> Run:
         """Answer a pending question (if any) and continue the paused run on this loop.
 
         A FAILED run is resumed without an answer: its failed nodes and everything downstream of them
@@ -797,20 +799,40 @@ class Run:
         ``run.pending``). ``version`` (``run.pause_version``) guards against resuming a pause that
         was already resumed. Raises ResumeConflictError (nothing changed) if the run is not paused or
         the question was already answered, AnswerError if the answer does not fit.
+
+        A stored run that another process holds RUNNING is taken over once that process is gone (on this
+        host: its pid; on another host: its heartbeat older than a minute). ``force=True`` takes it over
+        now, whoever holds it: only when you know that process is gone (two processes running one run
+        would both write it).
         """
+        if force:
+            self._take_over()
         return await flow_of(self)._aresume_run(self, answer, question, version)
 
-    def resume(self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None) -> Run:
+    def resume(
+        self, answer: Any = MISSING, *, question: str | None = None, version: int | None = None, force: bool = False
+    ) -> Run:
         """Like ``aresume`` but blocking (works in a script and in a notebook cell)."""
+        if force:
+            self._take_over()
         return flow_of(self)._resume_run(self, answer, question, version)
 
-    def cancel(self, reason: str | None = None) -> None:
+    def _take_over(self) -> None:
+        """``force=True``: a stored run loaded RUNNING counts as interrupted, whoever holds it."""
+        with self._resume_lock:
+            if self.status is RunStatus.RUNNING and self.store is not None:
+                self.store.take_over(self)
+
+    def cancel(self, reason: str | None = None, *, force: bool = False) -> None:
         """Cancel a PAUSED run (e.g. nobody will answer): it becomes CANCELLED, its open questions close,
         its paused and pending nodes are CANCELLED, finished outputs are kept. In a store, the change is
         claimed like a resume (exactly one of a racing cancel and resume wins). A running run is
-        stopped with ``handle.cancel()`` instead."""
+        stopped with ``handle.cancel()`` instead; ``force=True`` cancels a stored run another process holds
+        RUNNING (see ``aresume``)."""
         from nbflow._core.events import NodeCancelled
 
+        if force:
+            self._take_over()
         if self._root is not self:
             raise ResumeConflictError(f"run {self.run_id} is part of a larger run; cancel {self._root.run_id} instead")
         why = reason or "cancelled while paused"

@@ -56,7 +56,7 @@ from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
 from nbflow._store.pickling import UntrustedData, json_exact, json_text, loads, pickled, sign_pickle
-from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
+from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -240,7 +240,7 @@ class BatchStore:
             self._db.execute("INSERT INTO nbflow_meta(key, value) VALUES ('batch_schema', ?)", (str(SCHEMA_VERSION),))
         elif row[0] == "2" and getattr(self._db, "read_only", False):
             pass
-        elif int(row[0]) != SCHEMA_VERSION:
+        elif schema_version(self.path, "batch_schema", row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"store {self.path!r} has batch schema version {row[0]}, this nbflow reads version {SCHEMA_VERSION}; "
                 f"use a matching nbflow version or a new store file"
@@ -254,8 +254,14 @@ class BatchStore:
         ).fetchone()
         if row is None:
             return None
-        meta = json.loads(row[4]) if row[4] else {}
-        return {"flow": row[0], "created_at": row[1], "n_rows": row[2], "columns": json.loads(row[3]), "meta": meta}
+        try:
+            meta = json.loads(row[4]) if row[4] else {}
+            columns = json.loads(row[3])
+            if not isinstance(meta, dict) or not isinstance(columns, list):
+                raise TypeError(f"meta {type(meta).__name__}, columns {type(columns).__name__}")
+        except (ValueError, TypeError) as exc:
+            raise garbled(self.path, f"the record of batch {batch_id!r}", exc) from None
+        return {"flow": row[0], "created_at": row[1], "n_rows": row[2], "columns": columns, "meta": meta}
 
     def begin_batch(
         self,

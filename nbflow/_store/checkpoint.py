@@ -47,10 +47,11 @@ from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Redactor, is_secret_name, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import LEAN, NodeRecord, Run
-from nbflow._store.owner import owner_alive, owner_token
+from nbflow._store import owner as _owner
+from nbflow._store.owner import owner_alive, owner_host, owner_token
 from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps
 from nbflow._store.pickling import loads as _loads
-from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
+from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
@@ -84,7 +85,8 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 # Columns added after the first release (files without them get them on open; old readers ignore them):
 # owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
 # record: a whole run's node records in one value of built-in data (schema 2; NULL: they are rows of checkpoint_nodes).
-_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL", "record": "BLOB"}
+# heartbeat: the time the owner last said it still runs the run (its lease, see ``CheckpointStore._beat``).
+_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL", "record": "BLOB", "heartbeat": "REAL"}
 # detail: what the first columns do not hold (attempts, recovered, cached, original error type).
 _NODE_COLUMNS = {"detail": "BLOB"}
 
@@ -103,7 +105,7 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
     row = db.execute("SELECT value FROM nbflow_meta WHERE key='checkpoint_schema'").fetchone()
     if row is None:
         db.execute("INSERT INTO nbflow_meta VALUES ('checkpoint_schema', ?)", (str(SCHEMA_VERSION),))
-    elif int(row[0]) > SCHEMA_VERSION:
+    elif schema_version(path, "checkpoint_schema", row[0]) > SCHEMA_VERSION:
         raise StoreError(
             f"store {str(path)!r} was written by a newer nbflow (checkpoint schema {row[0]}); upgrade nbflow to read it"
         )
@@ -111,7 +113,9 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         return  # a read-only copy (sqlite.open_db) is read as it is: an older file has no record column
     _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
-    if row is not None and int(row[0]) < SCHEMA_VERSION:  # schema 1 and 2: their runs stay as they are
+    if (
+        row is not None and schema_version(path, "checkpoint_schema", row[0]) < SCHEMA_VERSION
+    ):  # schema 1 and 2: their runs stay as they are
         db.execute("UPDATE nbflow_meta SET value=? WHERE key='checkpoint_schema'", (str(SCHEMA_VERSION),))
 
 
@@ -121,11 +125,11 @@ def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
 
 _RUN_SQL = (
     "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, targets, inputs, answers, "
-    "started_at, updated_at, nodes, owner, reason, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "started_at, updated_at, nodes, owner, reason, finished_at, heartbeat) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT(run_id) DO UPDATE SET "
     "status=excluded.status, pause_version=excluded.pause_version, answers=excluded.answers, "
     "started_at=excluded.started_at, updated_at=excluded.updated_at, owner=excluded.owner, "
-    "reason=excluded.reason, finished_at=excluded.finished_at"
+    "reason=excluded.reason, finished_at=excluded.finished_at, heartbeat=excluded.heartbeat"
 )
 # A whole run at once (write_whole_runs): the header with its record, replacing whatever an earlier write left.
 _WHOLE_RUN_SQL = (
@@ -489,8 +493,14 @@ class CheckpointStore:
         self.closed = False  # close() was called: a paused run's expiry timer leaves it alone
         self.unstorable: dict[str, str] = {}
         """Nodes whose output could not be stored, with why (reported when the run pauses)."""
-        self._interrupted: dict[str, str | None] = {}  # run id -> the gone owner it was loaded with
+        # run id -> the gone owner it was loaded with, and its last heartbeat (a claim takes it over from them)
+        self._interrupted: dict[str, tuple[str | None, float | None]] = {}
+        self._running: set[str] = set()  # runs this process runs, stored RUNNING: their heartbeat (``_beat``)
+        self._beat_thread: threading.Thread | None = None
         self._failed: dict[str, StoreError] = {}  # run id -> the write that failed (the run is stopped)
+        # Runs whose FAILED state could not be written after a failed write (the file still shows them RUNNING,
+        # owned by this process): a resume in this process takes them back from that state (``claim_failed``).
+        self._unsaved: set[str] = set()
         self._db = open_db(self.path, timeout)
         try:
             with self._tx():
@@ -499,6 +509,7 @@ class CheckpointStore:
             raise self._error(exc) from None
         # Runs may be one record (schema 2); a read-only copy of a schema 1 file has no such column.
         self._record_column = "record" if _has_column(self._db, "checkpoint_runs", "record") else "NULL"
+        self._heartbeat_column = "heartbeat" if _has_column(self._db, "checkpoint_runs", "heartbeat") else "NULL"
         self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -523,6 +534,65 @@ class CheckpointStore:
         self.closed = True
         self._db.close()
 
+    # --- the lease of a running run ----------------------------------------------------------------
+    def _lease(self, run_id: str, running: bool) -> None:
+        """Count ``run_id`` as run by this process (its heartbeat beats) or not any more."""
+        with self._lock:
+            if not running:
+                self._running.discard(run_id)
+                return
+            self._running.add(run_id)
+            if self._beat_thread is None or not self._beat_thread.is_alive():
+                self._beat_thread = threading.Thread(target=self._beat, name="nbflow-checkpoint-lease", daemon=True)
+                self._beat_thread.start()
+
+    def _beat(self) -> None:
+        """Every ``HEARTBEAT`` seconds, while this process runs runs of this store: their heartbeat is now, so
+        that a process on another host sees them alive (``owner_alive``); its own connection, so that a long
+        transaction of the run never delays it. Ends with the last running run, or the store."""
+        db: sqlite3.Connection | None = None
+        try:
+            while True:
+                time.sleep(_owner.HEARTBEAT)
+                with self._lock:
+                    ids = list(self._running)
+                    if self.closed or not ids:
+                        self._beat_thread = None
+                        return
+                try:
+                    db = db or open_db(self.path, self.timeout)
+                    now, me = time.time(), owner_token()
+                    db.executemany(
+                        "UPDATE checkpoint_runs SET heartbeat=? WHERE run_id=? AND owner=?",
+                        [(now, run_id, me) for run_id in ids],
+                    )
+                except (sqlite3.Error, StoreError):
+                    pass  # a busy or missing file: the next beat tries again (STALE is several beats)
+        finally:
+            if db is not None:
+                db.close()
+
+    def take_over(self, run: Run) -> None:
+        """``force``: count ``run``, loaded RUNNING, as interrupted whoever holds it (a process on another host
+        whose heartbeat is still fresh, or one that wrote none); the resume or cancel that follows claims it
+        from that owner, as it claims an interrupted run. A run this process is running is refused."""
+        try:
+            row = self._db.execute(
+                f"SELECT status, owner, {self._heartbeat_column} FROM checkpoint_runs WHERE run_id=?", (run.run_id,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        if row is None or row[0] not in ("running", "pending"):
+            return  # not RUNNING on disk (any more): the claim that follows sees what it is
+        if run.run_id in self._running or (row[1] == owner_token() and owner_alive(row[1])):
+            raise ResumeConflictError(
+                f"run {run.run_id} is running in this process: force=True takes over a run of another process; "
+                f"stop this one with handle.cancel() (or wait for it to pause)"
+            )
+        self._interrupted[run.run_id] = (row[1], row[2])
+        run.status = RunStatus.PAUSED
+        run.reason = f"taken over (force=True) from {_who(row[1])}, which held it RUNNING"
+
     # --- writing a run ---------------------------------------------------------------------------
     def track(self, run: Run, *, save: bool = True) -> None:
         """Checkpoint ``run`` from now on: its header now (unless loaded), then every state change."""
@@ -538,7 +608,9 @@ class CheckpointStore:
     def save_run(self, run: Run) -> None:
         red = self._redactor(run)
         owner = owner_token() if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else None
-        self._write(_RUN_SQL, _run_params(run, lambda what, v: self._dump_checked(what, v, red), red, owner))
+        params = _run_params(run, lambda what, v: self._dump_checked(what, v, red), red, owner)
+        self._write(_RUN_SQL, (*params, params[8] if owner else None))  # the heartbeat: the update's time
+        self._lease(run.run_id, owner is not None)
 
     def _dump_checked(self, what: str, value: Any, redactor: Redactor | None = None) -> bytes:
         try:
@@ -596,7 +668,10 @@ class CheckpointStore:
         try:
             self.save_run(run)
         except Exception:  # the file is what failed; the error below says so
-            pass
+            self._unsaved.add(run.run_id)
+            self._lease(run.run_id, False)  # stopped: it no longer beats
+        else:
+            self._unsaved.discard(run.run_id)
         raise error
 
     def _save_event(self, run: Run, event: Event) -> None:
@@ -623,24 +698,26 @@ class CheckpointStore:
         if key is not None:
             answers[key] = answer
         written = dumps(answers, self._redactor(run))  # an answer may quote a secret (an option built from it)
-        gone = self._interrupted.get(run.run_id, "")
+        gone, beat = self._interrupted.get(run.run_id, ("", None))
+        now = time.time()
         self.identity.check()
         try:
             with self._tx():
                 self._spread_record(run)
                 status = "cancelled" if cancel else "running"
                 owner = None if cancel else owner_token()
-                if gone != "":  # interrupted: take it over from the process that is gone
+                if gone != "":  # interrupted: take it over from the process that is gone (if it did not beat since)
                     cur = self._db.execute(
-                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, reason=NULL "
-                        "WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ?",
-                        (status, written, time.time(), owner, run.run_id, gone),
+                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, reason=NULL, "
+                        f"heartbeat=? WHERE run_id=? AND status IN ('running', 'pending') AND owner IS ? "
+                        f"AND {self._heartbeat_column} IS ?",
+                        (status, written, now, owner, None if cancel else now, run.run_id, gone, beat),
                     )
                 else:
                     cur = self._db.execute(
-                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=? "
+                        "UPDATE checkpoint_runs SET status=?, answers=?, updated_at=?, owner=?, heartbeat=? "
                         "WHERE run_id=? AND status='paused' AND pause_version=?",
-                        (status, written, time.time(), owner, run.run_id, run.pause_version),
+                        (status, written, now, owner, None if cancel else now, run.run_id, run.pause_version),
                     )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
@@ -656,21 +733,29 @@ class CheckpointStore:
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         self._interrupted.pop(run.run_id, None)
+        if not cancel:
+            self._lease(run.run_id, True)
 
     def claim_failed(self, run: Run, again: list[str], kept: Sequence[NodeRecord] = ()) -> None:
         """Move the stored run from FAILED to RUNNING and forget the records of the nodes ``again`` (they
         run again: stored as not run yet, so a crash during this resume is continued like any other);
         ``kept``: the fresh records of those nodes that keep something (a failed map's succeeded items),
-        stored instead. One transaction: of two processes resuming the same failed run, one wins, the
-        other conflicts."""
+        stored instead. Every other finished node is written again as this copy holds it: a run stopped by a
+        failed checkpoint write finished nodes whose records never reached the file (the node whose write
+        failed, nodes in flight then), and a resume must not go on from what the file lacks. One
+        transaction: of two processes resuming the same failed run, one wins, the other conflicts."""
+        unsaved = run.run_id in self._unsaved  # its FAILED state never reached the file: RUNNING, owned by us
+        now = time.time()
         self.identity.check()
         try:
             with self._tx():
                 self._spread_record(run)
                 cur = self._db.execute(
                     "UPDATE checkpoint_runs SET status='running', updated_at=?, owner=?, reason=NULL, "
-                    "finished_at=NULL WHERE run_id=? AND status='failed' AND finished_at IS ?",
-                    (time.time(), owner_token(), run.run_id, run.finished_at),  # the failure this copy saw
+                    "finished_at=NULL, heartbeat=? WHERE run_id=? AND ((status='failed' AND finished_at IS ?) "
+                    "OR (? AND status IN ('running', 'pending') AND owner=?))",
+                    # the failure this copy saw, or the write of it that failed
+                    (now, owner_token(), now, run.run_id, run.finished_at, unsaved, owner_token()),
                 )
                 if cur.rowcount != 1:
                     raise ResumeConflictError(
@@ -680,12 +765,15 @@ class CheckpointStore:
                 self._db.executemany(
                     "DELETE FROM checkpoint_nodes WHERE run_id=? AND node=?", [(run.run_id, n) for n in again]
                 )
-                if kept:
+                done = [rec for name, rec in run.nodes.items() if name not in again and rec.status.finished]
+                if kept or done:
                     red = self._redactor(run)
                     dump = _dumper(red)
-                    self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in kept])
+                    self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in [*done, *kept]])
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        self._unsaved.discard(run.run_id)
+        self._lease(run.run_id, True)
 
     def _spread_record(self, run: Run) -> None:
         """A run stored as one record (``write_whole_runs``) gets a row per node, as the checkpoints of a
@@ -724,16 +812,20 @@ class CheckpointStore:
     def load(self, run_id: str, *, secrets: dict[str, Any] | None = None, allow_pickle: bool = False) -> Run:
         """The stored run ``run_id``; pickled parts without a valid tag of your key need ``allow_pickle``."""
         try:
-            return self._load(run_id, secrets, allow_pickle)
+            run = self._load(run_id, secrets, allow_pickle)
         except UntrustedData as exc:
             raise UntrustedData(f"store {str(self.path)!r}, run {run_id!r}: {exc}") from None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:  # a field nbflow never writes
+            raise garbled(self.path, f"the record of run {run_id!r}", exc) from None
+        _check_record(self.path, run)
+        return run
 
     def _load(self, run_id: str, secrets: dict[str, Any] | None, allow_pickle: bool) -> Run:
         loads = partial(_loads, allow_pickle=allow_pickle)
         try:
             head = self._db.execute(
                 "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, owner, reason, "
-                f"finished_at, {self._record_column} FROM checkpoint_runs "
+                f"finished_at, {self._heartbeat_column}, {self._record_column} FROM checkpoint_runs "
                 "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
@@ -760,7 +852,7 @@ class CheckpointStore:
             ).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at, _ = head
+        flow, status, version, targets, inputs, answers, started_at, names, owner, reason, finished_at, beat, _ = head
         if compact:
             inputs, names = record[1], list(record[2])
             targets, answers, started_at, finished_at, reason, version = record[9:15]
@@ -783,17 +875,18 @@ class CheckpointStore:
         run.finished_at = finished_at
         run.reason = reason
         if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-            if owner_alive(owner):
+            if owner_alive(owner, beat):
                 run.status = RunStatus.RUNNING  # resuming it raises ResumeConflictError: it is running elsewhere
             else:
-                # Its process is gone (SIGKILL, crashed kernel): resumable from the last checkpoint.
-                who = f"process {owner.split(':')[1]}" if owner else "the process that ran it"
+                # Its process is gone (SIGKILL, crashed kernel; on another host: its lease ran out): resumable
+                # from the last checkpoint.
                 run.status = RunStatus.PAUSED
+                stale = f" (no heartbeat for {time.time() - beat:.0f}s)" if owner and beat is not None else ""
                 run.reason = (
-                    f"interrupted: {who} stopped while the run was {status}; run.resume() continues "
+                    f"interrupted: {_who(owner)} stopped while the run was {status}{stale}; run.resume() continues "
                     f"from the last checkpoint (finished nodes are kept)"
                 )
-                self._interrupted[run_id] = owner
+                self._interrupted[run_id] = (owner, beat)
         else:
             self._interrupted.pop(run_id, None)
         for name, st, output, etype, emsg, tb, reason, t0, t1, state, detail in nodes:
@@ -818,6 +911,31 @@ class CheckpointStore:
             run.pending[key] = loads(q)
         self.track(run, save=False)
         return run
+
+
+def _check_record(path: Any, run: Run) -> None:
+    """The fields a loaded run is shown and resumed with have the kinds nbflow writes (CorruptStore otherwise)."""
+    times = [("started_at", run.started_at), ("finished_at", run.finished_at)]
+    times += [
+        (f"{name}.{f}", getattr(rec, f)) for name, rec in run.nodes.items() for f in ("started_at", "finished_at")
+    ]
+    for what, value in times:
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            raise garbled(path, f"the record of run {run.run_id!r}", f"{what} is {value!r}, not a time")
+    if not isinstance(run.pause_version, int) or isinstance(run.pause_version, bool):
+        raise garbled(path, f"the record of run {run.run_id!r}", f"pause_version is {run.pause_version!r}")
+    for what, value in (("reason", run.reason), *((f"{n}.reason", r.skip_reason) for n, r in run.nodes.items())):
+        if value is not None and not isinstance(value, str):
+            raise garbled(path, f"the record of run {run.run_id!r}", f"{what} is {type(value).__name__}, not text")
+
+
+def _who(owner: str | None) -> str:
+    """The process an owner token names, as a person reads it."""
+    if not owner:
+        return "the process that ran it"
+    pid = owner.split(":")[1] if owner.count(":") >= 1 else "?"
+    host = owner_host(owner)
+    return f"process {pid}" + (f" on host {host!r}" if host != owner_host(owner_token()) else "")
 
 
 def _as_is(value: Any) -> Any:

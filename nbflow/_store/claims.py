@@ -26,13 +26,11 @@ import time
 import uuid
 
 from nbflow._core.errors import StoreError
-from nbflow._store.owner import owner_alive, owner_token
+from nbflow._store import owner as _owner
+from nbflow._store.owner import HEARTBEAT, STALE, owner_alive, owner_token
 from nbflow._store.sqlite import Transaction, open_db, store_error
 
 __all__ = ["HEARTBEAT", "STALE", "BatchClaim", "BatchClaimed"]
-
-HEARTBEAT = 10.0
-STALE = 60.0
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS batch_claims (batch_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
@@ -50,10 +48,7 @@ def _stale(owner: str, claim: str, heartbeat: float) -> bool:
     if owner == owner_token():
         with _LIVE_LOCK:
             return claim not in _LIVE
-    host = owner.partition(":")[0]
-    if host == socket.gethostname():
-        return not owner_alive(owner)
-    return time.time() - heartbeat > STALE
+    return not owner_alive(owner, heartbeat)
 
 
 def _who(owner: str) -> str:
@@ -122,7 +117,7 @@ class BatchClaim:
             )
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT):
+        while not self._stop.wait(_owner.HEARTBEAT):
             with self._lock:
                 if self._stop.is_set():
                     return

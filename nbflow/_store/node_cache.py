@@ -27,7 +27,7 @@ from nbflow._core.errors import FlowDefinitionError, NbflowWarning, StoreError
 from nbflow._core.secrets import Redactor, Secret
 from nbflow._engine.caching import Unstorable
 from nbflow._store.pickling import StorePickler, loads, sign_pickle
-from nbflow._store.sqlite import Transaction, open_db, store_error
+from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
 
 __all__ = ["NodeCache", "open_cache"]
 
@@ -166,6 +166,7 @@ class NodeCache:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._reopen_lock = threading.Lock()
         # memory: key -> (flow, node, entry id, value, code, size), least recently used first
         self._entries: OrderedDict[str, tuple[str, str, str, Any, str, int]] = OrderedDict()
         self.nbytes = 0
@@ -174,11 +175,17 @@ class NodeCache:
         self._warned = False
         if self.path is None:
             return
+        self._open()
+
+    def _open(self) -> None:
+        assert self.path is not None
+        timeout = self.timeout
         if not self.path.parent.exists():
             raise StoreError(
                 f"cannot create a cache at {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist"
             )
         self._db = open_db(self.path, timeout)
+        self.identity = FileIdentity(self.path)
         try:
             with Transaction(self._db, self._lock):
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
@@ -194,6 +201,19 @@ class NodeCache:
         except sqlite3.DatabaseError as exc:
             raise store_error(exc, self.path, timeout) from None
 
+    def _current(self) -> sqlite3.Connection:
+        """The connection to the file at the path now: a cache file deleted or replaced while open is opened again
+        (a connection to the old inode would go on reading entries nobody can see and writing them into a file
+        nobody can open: deleting the file is how a user empties a cache). One ``stat`` per call."""
+        assert self._db is not None
+        if self.identity.changed():
+            with self._reopen_lock:  # (not ``_lock``: opening takes it for its transaction)
+                if self.identity.changed():
+                    self._db.close()
+                    self._open()
+        assert self._db is not None
+        return self._db
+
     # --- the engine's side (engine/caching.py) ---------------------------------------------------
     def get(self, key: str) -> tuple[str, Any] | None:
         """(entry id, value) stored under ``key``, or None. A file that fails to read is a miss."""
@@ -205,7 +225,7 @@ class NodeCache:
                 self._entries.move_to_end(key)
             return found[2], found[3]
         try:
-            row = self._db.execute("SELECT entry, value FROM node_cache WHERE key=?", (key,)).fetchone()
+            row = self._current().execute("SELECT entry, value FROM node_cache WHERE key=?", (key,)).fetchone()
             return None if row is None else (row[0], _loads(row[1], self.allow_pickle))
         except Exception as exc:  # locked, or a value whose class is gone: run the node instead
             self._warn(f"cannot read an entry ({type(exc).__name__}: {exc})")
@@ -233,13 +253,15 @@ class NodeCache:
             return entry
         data = _dumps(value, secrets)
         try:
-            with Transaction(self._db, self._lock):
-                self._db.execute(
+            db = self._current()
+            with Transaction(db, self._lock):
+                db.execute(
                     "INSERT OR REPLACE INTO node_cache VALUES (?,?,?,?,?,?)",
                     (key, flow, node, entry, data, time.time()),
                 )
-        except sqlite3.Error as exc:  # a cache that cannot be written must not fail the run
-            raise Unstorable(str(store_error(exc, self.path or "", self.timeout))) from None
+        except (sqlite3.Error, StoreError) as exc:  # a cache that cannot be written must not fail the run
+            why = exc if isinstance(exc, StoreError) else store_error(exc, self.path or "", self.timeout)
+            raise Unstorable(str(why)) from None
         return entry
 
     def _put_memory(self, key: str, item: tuple[str, str, str, Any, str, int]) -> None:
@@ -287,8 +309,9 @@ class NodeCache:
             args.extend(sorted(names))
         sql = "DELETE FROM node_cache" + (" WHERE " + " AND ".join(where) if where else "")
         try:
-            with Transaction(self._db, self._lock):
-                return self._db.execute(sql, args).rowcount
+            db = self._current()
+            with Transaction(db, self._lock):
+                return db.execute(sql, args).rowcount
         except sqlite3.Error as exc:
             raise store_error(exc, self.path or "", self.timeout) from None
 
@@ -296,7 +319,7 @@ class NodeCache:
         if self._db is None:
             return len(self._entries)
         try:
-            return int(self._db.execute("SELECT COUNT(*) FROM node_cache").fetchone()[0])
+            return int(self._current().execute("SELECT COUNT(*) FROM node_cache").fetchone()[0])
         except sqlite3.Error as exc:
             raise store_error(exc, self.path or "", self.timeout) from None
 

@@ -10,7 +10,17 @@ from typing import Any
 
 from nbflow._core.errors import StoreError
 
-__all__ = ["CorruptStore", "FileIdentity", "ReadOnlyStore", "StoreConnection", "Transaction", "open_db", "store_error"]
+__all__ = [
+    "CorruptStore",
+    "FileIdentity",
+    "ReadOnlyStore",
+    "StoreConnection",
+    "Transaction",
+    "garbled",
+    "open_db",
+    "schema_version",
+    "store_error",
+]
 
 _DAMAGED = ("malformed", "not a database", "file is encrypted", "corrupt")
 
@@ -39,6 +49,24 @@ def damaged(exc: sqlite3.Error, path: str | os.PathLike[str]) -> CorruptStore | 
         f"file with the sqlite3 shell (`sqlite3 {shown} .recover | sqlite3 recovered.db`) and use that one; or "
         f"start over with another path"
     )
+
+
+def garbled(path: str | os.PathLike[str], what: str, exc: BaseException | str) -> CorruptStore:
+    """A CorruptStore for a value the file holds that nbflow never writes (a garbled field, a record with fields
+    of the wrong kind): the SQLite file is sound, its content is not what nbflow wrote."""
+    why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    return CorruptStore(
+        f"store {os.fspath(path)!r}: {what} is not what nbflow writes ({why}); the file was changed by another "
+        f"program or damaged, so nbflow stopped before using it. Restore it from a backup, or use another path"
+    )
+
+
+def schema_version(path: str | os.PathLike[str], key: str, value: Any) -> int:
+    """The schema number stored under ``key`` in ``nbflow_meta`` (CorruptStore if it is not a number)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise garbled(path, f"its {key} (in nbflow_meta)", f"{value!r} is not a version number") from None
 
 
 def store_error(exc: sqlite3.Error, path: str | os.PathLike[str], timeout: float) -> StoreError:

@@ -158,12 +158,14 @@ class ExplorerView(widgets.HBox):
         open_row: Callable[[int], Any],
         answer: Callable[[int, Any], None],
         static: dict[str, Any],
+        size: int = 0,
     ) -> None:
         self.table = ExplorerTable(**static)
         self.detail = widgets.Output(layout=widgets.Layout(width="50%", min_width="360px"))
-        self.table.layout = widgets.Layout(width="50%")
+        self.table.layout.width = "50%"  # (its own Layout: a new one would leave that one's comm open)
         super().__init__([self.table, self.detail])
         self._query_fn, self._open, self._answer = query, open_row, answer
+        self.size = size  # rows of the frame: a position outside range(size) is refused
         self.handled = 0  # custom messages handled (the browser test reads it through the page)
         self.table.on_msg(self._on_msg)
         self._apply({"page": 0})
@@ -175,19 +177,75 @@ class ExplorerView(widgets.HBox):
                 setattr(self.table, k, v)
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict):
-            return
+        """A message from the browser: checked whole first; a malformed one changes nothing and the table's note
+        says why. Nothing raised here reaches the cell (an answer the batch refuses is said in the note too)."""
         self.handled += 1
+        try:
+            why = self._refusal(content)
+            if why is None:
+                self._handle(content)
+        except Exception as exc:  # AnswerError, BatchError of a valid-looking answer; or a bug: said in place
+            why = f"{type(exc).__name__}: {exc}"
+        if why:
+            self.table.note = why[:300]
+
+    def _refusal(self, content: Any) -> str | None:
+        """Why ``content`` is not a message the explorer acts on, or None."""
+        if not isinstance(content, dict):
+            return f"refused a message that is not an object: {type(content).__name__}"
         kind = content.get("type")
+        if kind == "query":
+            return self._query_refusal(content)
+        if kind in ("open", "answer"):
+            pos = content.get("pos")
+            if not isinstance(pos, int) or isinstance(pos, bool) or not 0 <= pos < self.size:
+                return f"refused {kind}: pos {pos!r} is not a row position (0 to {self.size - 1})"
+            if kind == "answer" and not isinstance(content.get("answer"), str | int | float | bool):
+                return f"refused answer: {type(content.get('answer')).__name__} is not one of the options"
+            return None
+        return f"refused a message of unknown type {kind!r}"
+
+    def _query_refusal(self, content: dict[str, Any]) -> str | None:
+        choices = {
+            "status": ["", *self.table.statuses],
+            "variant": ["", *self.table.variants],
+            "sort": list(self.table.sorts),
+            "mode": ["rows", "compare"],
+        }
+        for key, value in content.items():
+            if key == "type" or value is None:
+                continue
+            if key in choices:
+                if value not in choices[key] if isinstance(value, str) else True:
+                    return f"refused query: {key}={value!r} is not one of {choices[key]}"
+            elif key == "page":
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    return f"refused query: page={value!r} is not a page number"
+            elif key == "regressions":
+                if not isinstance(value, bool):
+                    return f"refused query: regressions={value!r} is not true or false"
+            else:
+                return f"refused query: unknown field {key!r}"
+        return None
+
+    def _handle(self, content: dict[str, Any]) -> None:
+        kind = content["type"]
         if kind == "query":
             self._apply({k: v for k, v in content.items() if k != "type"})
         elif kind == "open":
-            self.show(int(content["pos"]))
+            self.show(content["pos"])
         elif kind == "answer":
-            pos = int(content["pos"])
-            self._answer(pos, content.get("answer"))
+            pos = content["pos"]
+            self._answer(pos, content["answer"])
             self._apply(dict(self.table.query))
             self.show(pos)
+
+    def close(self) -> None:
+        """Close the explorer with every widget it made (the table, the detail pane, their layouts)."""
+        parts = [self.table, self.detail, self.table.layout, self.detail.layout, self.layout]
+        super().close()
+        for part in parts:
+            part.close()
 
     def show(self, pos: int) -> None:
         """Show row ``pos``'s run view beside the table."""

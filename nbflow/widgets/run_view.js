@@ -74,7 +74,13 @@ function render({ model, el }) {
   const timeline = h("div", { class: "nbflow-rv-timeline", style: "display:none" });
   const right = h("div", { class: "nbflow-rv-right" }, h("div", { class: "nbflow-rv-tabs" }, tabInspector, tabTimeline), inspector, timeline);
   const body = h("div", { class: "nbflow-rv-body" }, left, right);
-  el.replaceChildren(header, problems, questions, body);
+  const refused = h("div", { class: "nbflow-rv-refused", role: "alert" });
+  const drawRefused = () => {
+    const text = model.get("message_error") || "";
+    refused.textContent = text;
+    refused.style.display = text ? "" : "none";
+  };
+  el.replaceChildren(header, refused, problems, questions, body);
 
   let zoom = 0; // 0: fit to width; else a scale of the natural size
   let drawnSvg = null;
@@ -424,6 +430,7 @@ function render({ model, el }) {
     ["change:cancelling", drawText],
     ["change:questions", drawQuestions],
     ["change:answer_status", drawAnswerStatus],
+    ["change:message_error", drawRefused],
     ["change:timeline", drawTimeline],
     ["change:selected", drawFold],
     ["change:collapsed", drawFold],
@@ -435,6 +442,7 @@ function render({ model, el }) {
   drawText();
   drawQuestions();
   drawFold();
+  drawRefused();
   onSelected();
   if (!model.get("selected")) lastSelected = null;
   return () => {

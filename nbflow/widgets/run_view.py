@@ -120,6 +120,7 @@ class RunView(anywidget.AnyWidget):
     options: t.List[Any] = t.List().tag(sync=True, to_json=lambda paths, _widget: "\n".join(paths))
     questions: t.List[Any] = t.List().tag(sync=True)
     answer_status = t.Dict().tag(sync=True)
+    message_error = t.Unicode("").tag(sync=True)  # why the last message from the browser was refused ("": none)
     cancellable = t.Bool(False).tag(sync=True)
     cancelling = t.Bool(False).tag(sync=True)
     status = t.Unicode("").tag(sync=True)
@@ -290,7 +291,10 @@ class RunView(anywidget.AnyWidget):
         self._throttle.cancel()
         self._run = None
         self.handle = None
+        layout = getattr(self, "layout", None)  # DOMWidget's own Layout widget: a comm of its own, left open else
         super().close()
+        if layout is not None:
+            layout.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         if self.comm is None:  # closed: nothing live to show
@@ -366,30 +370,75 @@ class RunView(anywidget.AnyWidget):
 
     # --- messages from the browser -------------------------------------------------------------------
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A message from the browser (or anything that speaks the comm protocol): checked whole before anything
+        acts on it; a malformed one changes nothing and sets ``message_error``, which the view shows. Nothing
+        raised here reaches the cell."""
+        try:
+            why = self._refusal(content)
+            if why is None:
+                self._handle(content)
+        except Exception as exc:  # a bug in handling a valid message: said in the view, not as a cell traceback
+            why = f"{type(exc).__name__}: {exc}"
+        self.message_error = self._redact(why)[:300] if why else ""
+
+    def _refusal(self, content: Any) -> str | None:
+        """Why ``content`` is not a message this view acts on, or None."""
         if not isinstance(content, dict):
-            return
+            return f"refused a message that is not an object: {type(content).__name__}"
         kind = content.get("kind")
+        if kind in ("cancel", "timeline"):
+            return None
+        if kind == "resync":
+            seq = content.get("seq")
+            ok = seq is None or (isinstance(seq, int) and not isinstance(seq, bool))
+            return None if ok else f"refused resync: seq {seq!r} is not a number"
         if kind == "select":
             node = content.get("node")
-            if isinstance(node, str) and node in self._paths:
-                self._user_picked = True
-                if self._template is not None:
-                    self._reveal(node)
-                self._set_selected(node)
+            return None if isinstance(node, str) and node in self._paths else f"refused select: no node {node!r}"
+        if kind == "fold":
+            node, folded = content.get("node"), content.get("folded", True)
+            if not isinstance(node, str) or node not in self.subflows:
+                return f"refused fold: {node!r} is not a sub-flow of this view"
+            return None if isinstance(folded, bool) else f"refused fold: folded={folded!r} is not true or false"
+        if kind == "answer":
+            return self._answer_refusal(content)
+        return f"refused a message of unknown kind {kind!r}"
+
+    def _answer_refusal(self, content: dict[str, Any]) -> str | None:
+        key, value = content.get("key"), content.get("value")
+        pending = getattr(self.run, "pending", None) or {}
+        if not isinstance(key, str) or key not in pending:
+            return f"refused answer: no open question {key!r}"
+        for name in ("comment", "how"):
+            if not isinstance(content.get(name, ""), str | None):
+                return f"refused answer: {name} is not text"
+        question = pending[key]
+        if question.options:
+            if not isinstance(value, str | int | float | bool) or value is None:
+                return f"refused answer: {type(value).__name__} is not one of the options"
+            shown = {self._redact(str(o)) for o in question.options}
+            if value not in question.options and value not in shown:
+                return f"refused answer: {value!r} is not one of the options"
+        return None
+
+    def _handle(self, content: dict[str, Any]) -> None:
+        kind = content["kind"]
+        if kind == "select":
+            node = content["node"]
+            self._user_picked = True
+            if self._template is not None:
+                self._reveal(node)
+            self._set_selected(node)
         elif kind == "cancel":
             self._cancel()
         elif kind == "answer":
-            key = content.get("key")
-            if isinstance(key, str):
-                self._answer(
-                    key, content.get("value"), str(content.get("comment") or ""), str(content.get("how") or "")
-                )
+            self._answer(
+                content["key"], content.get("value"), str(content.get("comment") or ""), str(content.get("how") or "")
+            )
         elif kind == "timeline":
             self._update_timeline()
         elif kind == "fold":
-            node = content.get("node")
-            if isinstance(node, str):
-                self.fold(node, bool(content.get("folded")))
+            self.fold(content["node"], content.get("folded", True))
         elif kind == "resync":
             self._resync(content.get("seq"))
 

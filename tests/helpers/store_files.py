@@ -7,6 +7,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 
@@ -43,3 +45,22 @@ def after_restart(db: Path, code: str) -> str:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def hold_lock(db: Path | str, seconds: float) -> threading.Thread:
+    """Another connection holds ``db`` locked (``BEGIN EXCLUSIVE``) for ``seconds`` from now, in a thread: returns
+    once the lock is taken (join the thread to wait for its release)."""
+    started = threading.Event()
+
+    def hold() -> None:
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        started.set()
+        time.sleep(seconds)
+        other.execute("ROLLBACK")
+        other.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    started.wait()
+    return thread
