@@ -36,7 +36,7 @@ from nbflow._cli_io import (
     recall_source,
     remember_source,
 )
-from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
+from nbflow._core.errors import BatchError, BatchInterrupted, NbflowError, RunInterrupted
 from nbflow._core.secrets import Redactor, Secret, is_secret_name, secret_texts
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
+    from nbflow._flow.flow import Flow
     from nbflow._record.batch_progress import BatchProgress
     from nbflow._record.run import NodeRecord, Run
 
@@ -376,10 +377,11 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
             )
     grid = grid_values(flow, args.grid)
     secrets = _frame_secrets(frame, constant)
+    outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
+    _check_case_types(flow, args.cases, batch_rows(frame), columns, grid, outputs)
     if args.store:
         remember_source(args.store, flow.name, source)
     progress = False if args.no_progress else _BatchBar(err)
-    outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
     try:
         result = flow.batch(
             batch_rows(frame), columns=columns or None, grid=grid or None, outputs=outputs, concurrency=args.concurrency,
@@ -401,6 +403,17 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
             err.print(_text("pass --store RUNS.db next time to resume an interrupted batch", "yellow"))
         return INTERRUPTED
     return _finish_batch(result, args, out, err, secrets)
+
+
+def _check_case_types(flow: Flow, path: str, rows: Any, columns: dict[str, str], grid: Any, outputs: Any) -> None:
+    """A cell that does not fit its input's hint stops the command before any row runs (not after the others)."""
+    from nbflow._batch.cases import check_types, prepare_cases
+
+    cases = prepare_cases(flow.graph, rows, columns or None, grid or None, outputs)
+    try:
+        check_types(flow.graph, cases)
+    except BatchError as exc:
+        raise CliError(f"cases file {path!r}: {exc}") from None
 
 
 def _frame_secrets(frame: pd.DataFrame, constant: dict[str, Any]) -> Redactor:
