@@ -30,6 +30,7 @@ from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import Secret, secret_texts
 from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
+from nbflow._engine import logs
 from nbflow._engine.caching import SAMPLE
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
@@ -153,6 +154,7 @@ async def run_rows(
     outputs = cases.outputs
     running = state.running
     sampled = any(c.sample is not None for c in all_cases)  # repeats=N (Dask workers get the cases alone)
+    log_rows = logs.BATCH.isEnabledFor(logs.logging.DEBUG) or logs.NODE.isEnabledFor(logs.logging.INFO)
 
     async def worker() -> None:
         # This worker task's context: the keys of cache="per-sample" nodes (set per row with repeats=N).
@@ -176,6 +178,8 @@ async def run_rows(
                 SAMPLE.set(case.sample)
             if trace_row is not None:
                 trace_row(run, case)
+            if log_rows:
+                run.subscribe(logs.RunLogger(run, row=True))
             running[i] = run  # left there if cancelled: the partial frame reads it
             timed_out = False
             try:
@@ -366,6 +370,7 @@ def prepare_row(
 
 
 def _store_failed(i: int, exc: StoreError) -> str:
+    logs.STORE.warning("row %d could not be written, so the batch stops: %s", i, exc)
     return f"StoreError: row {i} could not be written, so the batch stopped: {exc}"
 
 

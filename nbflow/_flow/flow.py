@@ -17,6 +17,7 @@ from nbflow._core.errors import (
     GraphError,
     NbflowError,
     RunnerError,
+    StoreError,
     UnknownNodeError,
 )
 from nbflow._core.missing import MISSING
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
     from nbflow._batch import api as _batch
     from nbflow._batch import paused as _paused
+    from nbflow._engine import capture as capture
+    from nbflow._engine import logs as logs
     from nbflow._engine import scheduler as scheduler
     from nbflow._engine.keep import attach_keep, check_keep
     from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
@@ -63,10 +66,10 @@ _engine_loaded = False
 
 def _load_engine() -> None:
     global _engine_loaded, asyncio, scheduler, attach_keep, check_keep, RunHandle, in_kernel, kernel_ticker
-    global run_blocking, expiry, claim, continue_run, Run
+    global run_blocking, expiry, claim, continue_run, Run, capture, logs
     import asyncio
 
-    from nbflow._engine import scheduler
+    from nbflow._engine import capture, logs, scheduler
     from nbflow._engine.keep import attach_keep, check_keep
     from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
     from nbflow._flow import expiry
@@ -653,6 +656,7 @@ class Flow:
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        logs.attach(run)  # only when nbflow's INFO records are wanted (docs/logging.md)
         if saving:  # before keep=: an output is written before it may be dropped
             from nbflow._store.outputs import attach_save
 
@@ -693,14 +697,21 @@ class Flow:
         run._resources = None  # resolved again on this loop (a resumed run may run on another one)
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
+        capture.install()  # what nodes print, log and warn goes to their attempts too
         try:
             await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
             run._resources = None  # a finished run keeps no resource alive
             if ticker is not None:
                 ticker.cancel()
+        if tick:
+            logs.finished(run)  # a failed run's WARNING records (when no RunLogger wrote them live)
         if run.store is not None:
-            run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+            try:
+                run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+            except StoreError as exc:
+                logs.STORE.warning("run %s of flow %r: %s", run.run_id, self.name, exc)
+                raise
         if tick:  # not a batch row (the batch answers its paused rows itself: flow.answer)
             expiry.arm(run)  # nf.ask(timeout=): the paused run goes on by itself at the deadline
         return run
@@ -717,6 +728,7 @@ class Flow:
             _load_engine()
         if pending():  # the type checks' pydantic adapters, before any row's node starts
             build_pending()
+        capture.install()
         policies = self._policies if graph is self._graph and self._policies is not None else self._resolved_policies()
         cap = self.concurrency
         execute = scheduler.execute

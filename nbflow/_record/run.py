@@ -52,6 +52,8 @@ class Attempt:
     delay: float | None = None
     usage: Any = None
     """What ``nf.usage(...)`` recorded during this try (an ``nbflow._core.usage.Usage``), or None."""
+    output: str | None = None
+    """What the node printed, logged and warned during this try (secrets redacted), or None."""
 
     @property
     def duration(self) -> float | None:
@@ -357,6 +359,21 @@ class NodeRecord:
     @attempts.setter
     def attempts(self, value: list[Attempt]) -> None:
         self._c.attempts[self._i] = value
+
+    @property
+    def printed(self) -> str | None:
+        """What the node printed, logged and warned (every attempt, each headed when it had several), or None.
+
+        Secrets redacted; ``attempt.output`` holds one attempt's."""
+        found = self._c.attempts[self._i]
+        if not found or found is LEAN:
+            return None
+        shown = [a for a in found if a.output]
+        if not shown:
+            return None
+        if len(found) == 1:
+            return shown[0].output
+        return "".join(f"--- attempt {a.number} ---\n{a.output}" for a in shown)
 
     error = _cold("error", None, "What the node raised (or what ``on_error`` recovered from), or None.")
     traceback = _cold("traceback", None, "The node's traceback as text (nbflow's own frames left out), or None.")

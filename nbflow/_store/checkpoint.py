@@ -839,7 +839,12 @@ def _detail(rec: NodeRecord) -> dict[str, Any]:
 def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
     """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
     return _details(
-        [[a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts],  # JSON when no error
+        [  # JSON when no error; what the node printed (already redacted) when it printed
+            [a.number, a.started_at, a.finished_at, a.error, a.delay]
+            if a.output is None
+            else [a.number, a.started_at, a.finished_at, a.error, a.delay, a.output]
+            for a in rec.attempts
+        ],
         rec.recovered,
         rec.cached,
         rec.cache_key,
@@ -889,7 +894,9 @@ def _entry(
 def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
     from nbflow._record.run import Attempt
 
-    rec.attempts = [Attempt(n, t0, t1, err, delay) for n, t0, t1, err, delay in detail.get("attempts", ())]
+    rec.attempts = [
+        Attempt(a[0], a[1], a[2], a[3], a[4], output=a[5] if len(a) > 5 else None) for a in detail.get("attempts", ())
+    ]
     rec.recovered = bool(detail.get("recovered", False))
     rec.cached = bool(detail.get("cached", False))
     rec.cache_key = detail.get("cache_key")
