@@ -152,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("id", nargs="?", metavar="RUN_ID|EXPERIMENT|BATCH_ID")
     s.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
     s.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
+    s.add_argument("--lineage", metavar="NODE", help="a run's lineage for NODE and what is upstream of it only")
 
     z = sub.add_parser(
         "resume",
@@ -288,6 +289,42 @@ def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -
             err.print(_text("paused, but not stored: run again with --store RUNS.db to answer it later", "magenta"))
         return PAUSED
     return OK if status == "succeeded" else FAILED
+
+
+def _print_lineage(run: Run, out: Console, node: str | None) -> None:
+    """Which code and data produced the run's values: the environment, then per node its code and output
+    versions and where each input came from (``run.lineage``; versions shortened to 12 characters)."""
+    if run._lineage is None:
+        if node is not None:
+            raise CliError(f"run {run.run_id} has no lineage stored (it was written before nbflow kept it)")
+        return
+    if "error" in run._lineage:
+        out.print(_text(f"\nlineage: not recorded ({run._lineage['error']})", "yellow"))
+        return
+    frame = run.lineage(node)
+    env = frame.attrs.get("environment", {})
+    git = env.get("git") or {}
+    commit = f", git {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git else ", no git commit"
+    packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items()) or "none"
+    out.print(_text(f"\nlineage: nbflow {env.get('nbflow')}, Python {env.get('python')}{commit}", "bold"))
+    out.print(_text(f"  packages: {packages}", "dim"))
+
+    def short(version: Any) -> str:
+        return "-" if not isinstance(version, str) else version.removeprefix("v:")[:12]
+
+    for name, rows in frame.groupby("node", sort=False):
+        first = rows.iloc[0]
+        code, output = short(first["code_version"]), short(first["output_version"])
+        out.print(_text(f"  {name!s}  code {code}  output {output}"))
+        for r in rows.itertuples():
+            if r.parameter is None:
+                continue
+            if r.kind == "node":
+                what = f"output of {r.source!r}"
+            else:
+                shown = "" if r.value is None else f" = {r.value!s}"
+                what = f"{'default' if r.kind == 'default' else f'input {r.source!r}'}{shown}"
+            out.print(_text(f"    {r.parameter!s}: {what}  [{short(r.data_version)}]", "dim"))
 
 
 def _tree(run: Run, secrets: Redactor, full: bool) -> Any:
@@ -538,6 +575,7 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
         if match is not None:
             run = _load(runs, path, args.id, match[1], args.flow is None)
             _print_run(run, out, err, args)
+            _print_lineage(run, out, args.lineage)
             return OK
     finally:
         runs.close()

@@ -56,6 +56,12 @@ def record_experiment(state: State, store: BatchStore) -> None:
         "rerun": dict(state.rerun),
         "cooldowns": list(getattr(state, "cooldowns", [])),
     }
+    try:  # which nbflow, Python, packages and git commit ran it (the rows' code versions: "fingerprint")
+        from nbflow._engine.lineage import environment
+
+        meta["environment"] = environment(state.flow.graph)
+    except Exception as exc:  # never lose the batch over it
+        meta["environment"] = {"error": f"{type(exc).__name__}: {exc}"}
     try:
         summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
         meta["summary"] = [
@@ -165,6 +171,9 @@ def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: 
     Rows never finished are absent. ``unpickle=False`` leaves pickled values as a marker (a store
     you did not write yourself).
     """
+    from nbflow._batch.runs import register_accessor
+
+    register_accessor()  # df.nbflow on the loaded frame, as on a fresh one (pandas imported after nbflow)
     store, own = _open(db)
     try:
         batch_id = _find(store, name)

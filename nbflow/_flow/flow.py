@@ -716,6 +716,12 @@ class Flow:
             expiry.arm(run)  # nf.ask(timeout=): the paused run goes on by itself at the deadline
         return run
 
+    def _lineage_of(self, run: Run) -> dict[str, Any]:
+        """``run.lineage()``'s data (nbflow._engine.lineage): code and data versions, inputs with defaults."""
+        from nbflow._engine.lineage import lineage_of
+
+        return lineage_of(run)
+
     def _row_executor(self, graph: Graph) -> Callable[[Plan, Run, dict[str, Any]], Awaitable[Run]]:
         """``_execute(..., tick=False)`` for a batch's rows, with what every row shares resolved once.
 

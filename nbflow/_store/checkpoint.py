@@ -20,6 +20,7 @@ Exceptions are stored as ``StoredError(type name, message)`` with their tracebac
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -84,7 +85,8 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 # Columns added after the first release (files without them get them on open; old readers ignore them):
 # owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
 # record: a whole run's node records in one value of built-in data (schema 2; NULL: they are rows of checkpoint_nodes).
-_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL", "record": "BLOB"}
+# lineage: JSON, which code and data produced the run's values (nbflow/_engine/lineage.py), written when it ends.
+_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL", "record": "BLOB", "lineage": "TEXT"}
 # detail: what the first columns do not hold (attempts, recovered, cached, original error type).
 _NODE_COLUMNS = {"detail": "BLOB"}
 
@@ -277,6 +279,9 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
         cur.executemany(_WHOLE_RUN_SQL, headers())
     if by_node:
         cur.executemany(_NODE_SQL, nodes())
+    lineage = [(t, run.run_id) for run, red in zip(runs, reds, strict=True) if (t := _lineage_text(run, red))]
+    if lineage:
+        cur.executemany("UPDATE checkpoint_runs SET lineage=? WHERE run_id=?", lineage)
     asked = [(run.run_id,) for run in runs if run.pause_version]  # paused once: questions stored earlier
     if asked:  # (a batch's paused row answered by flow.answer is written again: its question is answered)
         cur.executemany("UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND open=1", asked)
@@ -290,6 +295,17 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
             ),
         )
     return left_out
+
+
+def _lineage_text(run: Run, red: Redactor) -> str | None:
+    """The finished run's lineage as stored (JSON, redacted); None for a run without its flow or graph."""
+    if run._flow is None or run.graph is None or not run.status.finished:
+        return None
+    try:
+        data = run._lineage = run._flow._lineage_of(run)
+    except Exception as exc:  # lineage must never lose a row: it says why it is missing
+        data = {"error": f"{type(exc).__name__}: {exc}"}
+    return red(json.dumps(data, default=repr))
 
 
 _STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
@@ -499,6 +515,7 @@ class CheckpointStore:
             raise self._error(exc) from None
         # Runs may be one record (schema 2); a read-only copy of a schema 1 file has no such column.
         self._record_column = "record" if _has_column(self._db, "checkpoint_runs", "record") else "NULL"
+        self._has_lineage = _has_column(self._db, "checkpoint_runs", "lineage")
         self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -614,6 +631,15 @@ class CheckpointStore:
             self.save_run(run)
         elif isinstance(event, RunFinished):
             self.save_run(run)
+            self.save_lineage(run)
+
+    def save_lineage(self, run: Run) -> None:
+        """Which code and data produced the finished run's values (JSON, secrets left out)."""
+        if not self._has_lineage or run._root is not run:
+            return
+        text = _lineage_text(run, self._redactor(run))
+        if text is not None:
+            self._write("UPDATE checkpoint_runs SET lineage=? WHERE run_id=?", (text, run.run_id))
 
     # --- resuming --------------------------------------------------------------------------------
     def claim(self, run: Run, key: str | None, answer: Any, *, cancel: bool = False) -> None:
@@ -816,6 +842,10 @@ class CheckpointStore:
                 _restore_detail(rec, value(detail))
         for key, q in questions:
             run.pending[key] = loads(q)
+        if self._has_lineage:
+            stored = self._db.execute("SELECT lineage FROM checkpoint_runs WHERE run_id=?", (run_id,)).fetchone()
+            if stored is not None and stored[0]:
+                run._lineage = json.loads(stored[0])
         self.track(run, save=False)
         return run
 
