@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from nbflow._engine import capture as capture
     from nbflow._engine import logs as logs
     from nbflow._engine import scheduler as scheduler
+    from nbflow._engine.executors import warm_pool as warm_pool
     from nbflow._engine.keep import attach_keep, check_keep
     from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
     from nbflow._flow import expiry
@@ -66,10 +67,11 @@ _engine_loaded = False
 
 def _load_engine() -> None:
     global _engine_loaded, asyncio, scheduler, attach_keep, check_keep, RunHandle, in_kernel, kernel_ticker
-    global run_blocking, expiry, claim, continue_run, Run, capture, logs
+    global run_blocking, expiry, claim, continue_run, Run, capture, logs, warm_pool
     import asyncio
 
     from nbflow._engine import capture, logs, scheduler
+    from nbflow._engine.executors import warm_pool
     from nbflow._engine.keep import attach_keep, check_keep
     from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
     from nbflow._flow import expiry
@@ -698,6 +700,7 @@ class Flow:
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
         capture.install()  # what nodes print, log and warn goes to their attempts too
+        warm_pool(graph, len(plan.nodes))  # process nodes: their workers start now, their imports done
         try:
             await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:

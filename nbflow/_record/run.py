@@ -54,6 +54,8 @@ class Attempt:
     """What ``nf.usage(...)`` recorded during this try (an ``nbflow._core.usage.Usage``), or None."""
     output: str | None = None
     """What the node printed, logged and warned during this try (secrets redacted), or None."""
+    queued: float | None = None
+    """Seconds a process node's try waited for a free worker before it ran (left out of ``duration``)."""
 
     @property
     def duration(self) -> float | None:
