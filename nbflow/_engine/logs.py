@@ -5,7 +5,7 @@
 | ``nbflow.run`` | a run started, finished (INFO); a run failed or was cancelled (WARNING) |
 | ``nbflow.node`` | an attempt failed and will be retried (INFO); a node failed (WARNING) |
 | ``nbflow.batch`` | a batch started, finished (INFO; WARNING when rows failed); a cool-down (WARNING); each row's run (DEBUG) |
-| ``nbflow.store`` | a store fault: a row, record or checkpoint that could not be written (WARNING) |
+| ``nbflow.store`` | a store fault: a row, record or checkpoint not written, an output not saved, a cache entry not read (WARNING) |
 
 Live records come from a subscriber of the run's events (``RunLogger``), attached where the run is
 made only when a logger of these is enabled for INFO (``logging.basicConfig(level="INFO")``, pytest's

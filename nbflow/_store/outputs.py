@@ -130,6 +130,9 @@ def attach_save(run: Run, save: Mapping[str, Path]) -> None:
         try:
             run.saved[event.node] = save_output(event.node, rec.output, save[event.node])
         except NbflowError as exc:
+            from nbflow._engine.logs import STORE
+
+            STORE.warning("run %s: %s", run.run_id, exc)
             warnings.warn(str(exc), NbflowWarning, stacklevel=2)
 
     run.subscribe(on_event)

@@ -200,3 +200,18 @@ def test_a_node_that_prints_nothing_has_no_output() -> None:
     run = flow.run()
     assert run.nodes["one"].printed is None
     assert run.nodes["one"].attempts[-1].output is None
+
+
+def test_a_store_fault_is_a_warning_record(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    caplog.set_level(logging.WARNING, logger="nbflow")
+    flow = nf.Flow("faults")
+
+    @flow.node
+    def thing() -> object:
+        return object()
+
+    with pytest.warns(nf.NbflowWarning, match="cannot save its output"):
+        run = flow.run(save={"thing": tmp_path / "thing.parquet"}, show=False)
+    store = [r for r in caplog.records if r.name == "nbflow.store"]
+    assert len(store) == 1 and store[0].levelname == "WARNING"
+    assert f"run {run.run_id}: node 'thing': cannot save its output" in store[0].getMessage()
