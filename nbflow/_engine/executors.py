@@ -39,6 +39,7 @@ from nbflow._graph.graph import GNode
 __all__ = [
     "call_in_process",
     "call_in_thread",
+    "call_on_cluster",
     "in_thread",
     "in_thread_unless",
     "on_dask_worker",
@@ -347,6 +348,9 @@ async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
     import cloudpickle
 
     name = g.spec.name
+    client = g.spec.options.get("dask_client")
+    if client is not None:
+        return await call_on_cluster(g, kwargs, client)
     if on_dask_worker():  # the Dask worker is the process: no second pool beside its own (docs/engine.md)
         return await call_in_thread(g, kwargs)
     pool = process_pool
@@ -406,7 +410,11 @@ def warm_pool(graph: Any, calls: int) -> None:
     workers together, so that the BLAS budget of each is counted right: not warmed.)"""
     found = graph._views.get("process_modules")
     if found is None:
-        nodes = [g for g in graph.nodes.values() if g.spec.options.get("executor") == "process"]
+        nodes = [
+            g
+            for g in graph.nodes.values()
+            if g.spec.options.get("executor") == "process" and "dask_client" not in g.spec.options
+        ]
         found = graph._views["process_modules"] = (len(nodes), _modules_of([g.spec.func for g in nodes]))
     count, modules = found
     if count and not on_dask_worker():
@@ -431,6 +439,23 @@ def _modules_of(funcs: list[Any]) -> list[str]:
             if module is not None and getattr(module, "__file__", None):
                 names.setdefault(name)
     return list(names)
+
+
+async def call_on_cluster(g: GNode, kwargs: dict[str, Any], client: Any) -> Any:
+    """Call ``g``'s function as a task on the Dask cluster of ``client`` (``executor=client``).
+
+    The function and inputs travel as Dask sends them (cloudpickle); a worker that dies mid-call is
+    replaced by Dask, which runs the task again on another worker; a cancel (interrupt, ``timeout=``,
+    a run's deadline) cancels the task. The exception the function raised is the node's error.
+    """
+    import uuid
+
+    future = client.submit(g.spec.func, **kwargs, pure=False, key=f"nbflow-{g.spec.name}-{uuid.uuid4().hex[:12]}")
+    try:
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    except BaseException:
+        future.cancel()
+        raise
 
 
 def on_dask_worker() -> bool:

@@ -252,7 +252,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
-        executor: str | None = None,
+        executor: str | Any = None,
         save: str | os.PathLike[str] | None = None,
         outputs: Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
@@ -275,7 +275,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
-        executor: str | None = None,
+        executor: str | Any = None,
         save: str | os.PathLike[str] | None = None,
         outputs: Iterable[str] | None = None,
     ) -> Any:
@@ -298,7 +298,9 @@ class Flow:
         caches it even when the flow's cache is off (then in memory); ``cache="per-sample"`` marks it
         not deterministic: cached once per repeat of ``flow.batch(..., repeats=N)``. See docs/caching.md.
 
-        ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
+        ``executor=client`` (a ``distributed.Client``) runs each call of a sync function as a task on that
+        Dask cluster (a worker lost mid-call is replaced and the task runs again; a cancel or ``timeout=``
+        cancels it; docs/dask.md). ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
         functions): CPU-bound work uses every core, and an interrupt, cancel or timeout kills it.
         ``save="out/features.parquet"`` writes the output of every run to that file (docs/data_pipelines.md).
         See docs/data_pipelines.md.
@@ -390,7 +392,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
-        executor: str | None = None,
+        executor: str | Any = None,
         save: str | os.PathLike[str] | None = None,
         outputs: Iterable[str] | None = None,
     ) -> NodeSpec:
