@@ -869,10 +869,10 @@ def _detail(rec: NodeRecord) -> dict[str, Any]:
 def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
     """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
     return _details(
-        [  # JSON when no error; what the node printed (already redacted) when it printed
+        [  # JSON when no error; what the node printed (already redacted) and its queue wait, when there are
             [a.number, a.started_at, a.finished_at, a.error, a.delay]
-            if a.output is None
-            else [a.number, a.started_at, a.finished_at, a.error, a.delay, a.output]
+            if a.output is None and a.queued is None
+            else [a.number, a.started_at, a.finished_at, a.error, a.delay, a.output, a.queued]
             for a in rec.attempts
         ],
         rec.recovered,
@@ -925,7 +925,8 @@ def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
     from nbflow._record.run import Attempt
 
     rec.attempts = [
-        Attempt(a[0], a[1], a[2], a[3], a[4], output=a[5] if len(a) > 5 else None) for a in detail.get("attempts", ())
+        Attempt(a[0], a[1], a[2], a[3], a[4], output=a[5] if len(a) > 5 else None, queued=a[6] if len(a) > 6 else None)
+        for a in detail.get("attempts", ())
     ]
     rec.recovered = bool(detail.get("recovered", False))
     rec.cached = bool(detail.get("cached", False))

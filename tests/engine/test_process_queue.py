@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import pytest
 
@@ -26,11 +27,13 @@ def sleeper() -> nf.Flow:
     return flow
 
 
-def test_the_wait_for_a_worker_is_queued_not_latency() -> None:
+def test_the_wait_for_a_worker_is_queued_not_latency(tmp_path: Path) -> None:
     old = nf.config.process_workers
     nf.config.process_workers = 1  # one worker: the rows take turns
     try:
-        df = sleeper().batch([{"i": i} for i in range(3)], concurrency=3, keep="all", progress=False)
+        df = sleeper().batch(
+            [{"i": i} for i in range(3)], concurrency=3, keep="all", progress=False, store=tmp_path / "runs.db"
+        )
     finally:
         nf.config.process_workers = old
     assert (df["status"] == "succeeded").all(), df["error_message"].tolist()
@@ -43,6 +46,8 @@ def test_the_wait_for_a_worker_is_queued_not_latency() -> None:
         assert df["latency"][i] <= (run.duration or 0) - (a.queued or 0) + 0.05
     assert sorted(waited)[1:] and min(sorted(waited)[1:]) > 0.45  # two rows waited for the one worker
     assert sum(w > 0.45 for w in waited) == 2
+    stored = [nf.load_run(tmp_path / "runs.db", df["run_id"][i]).nodes["work"].attempts[-1].queued for i in range(3)]
+    assert [s or 0.0 for s in stored] == waited  # kept in the store too
     assert max(df["latency"]) < min(w for w in waited if w > 0) + 0.6 + 1.5
 
 
