@@ -3,11 +3,9 @@ a worker killed mid-node, timeouts)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +15,9 @@ import nbflow as nf
 
 distributed = pytest.importorskip("distributed")
 
+from tests.batch.test_dask_batch import client  # noqa: E402  (its 2-worker LocalCluster, one per module)
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
-    )
-    c = distributed.Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
+__all__ = ["client"]
 
 
 def test_a_node_runs_on_the_cluster_and_its_error_is_the_node_error(client: Any) -> None:
