@@ -1,11 +1,11 @@
 """A process node's first call against its later ones: workers warmed while the upstream nodes run.
 
-A fresh interpreter per measurement runs a two-node pipeline ``load`` (0.4 s of I/O, a thread) →
+A fresh interpreter per measurement runs a two-node pipeline ``load`` (``--load`` seconds of I/O) →
 ``fit`` (``executor="process"``, code that uses pandas and numpy, imported at the top of the flow's
 module as a notebook or a pipeline module does). The first run's ``fit`` is timed as a user sees it
 (its wall time from when ``load`` finished, waiting for a worker included), then three more runs.
 
-    python benchmarks/process_warm.py [--repeat 3] [--json out.json]
+    python benchmarks/process_warm.py [--repeat 3] [--load 0.4] [--json out.json]
 
 Reports first / median(later) with the pool warmed at the run's start (nbflow's default) and with the
 warm-up turned off (the same code as before it: the first call starts its worker and imports there).
@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
 
     @flow.node
     def load(n: int) -> int:
-        time.sleep(0.4)  # reading the data
+        time.sleep(float(sys.argv[2]))  # reading the data
         return n
 
     @flow.node(executor="process")
@@ -57,24 +57,30 @@ CHILD = textwrap.dedent(
 )
 
 
-def measure(mode: str) -> list[float]:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, timeout=300, check=True)
+def measure(mode: str, load: float) -> list[float]:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(load)], capture_output=True, text=True, timeout=600, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--load", type=float, default=0.4, help="seconds the upstream node takes (default 0.4)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     results: dict[str, list[float]] = {"warm": [], "cold": []}
     raw: dict[str, list[list[float]]] = {"warm": [], "cold": []}
     for _ in range(args.repeat):  # interleaved
         for mode in ("warm", "cold"):
-            times = measure(mode)
+            times = measure(mode, args.load)
             raw[mode].append(times)
             results[mode].append(times[0] / statistics.median(times[1:]))
-    print("process node: first call / median of the 3 later calls (fresh interpreter each, median of rounds)")
+    print(
+        f"process node after {args.load:g} s upstream: first call / median of the 3 later calls "
+        "(fresh interpreter each, median of rounds)"
+    )
     for mode in ("warm", "cold"):
         first = statistics.median(t[0] for t in raw[mode])
         later = statistics.median(statistics.median(t[1:]) for t in raw[mode])
