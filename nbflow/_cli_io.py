@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from nbflow._batch.cases import none_inputs
 from nbflow._batch.save import SUFFIXES
 from nbflow._core.errors import NbflowError
 from nbflow._core.secrets import Secret, env, is_secret_name
@@ -372,10 +373,11 @@ def read_cases(path: str, flow: Flow, columns: Mapping[str, str]) -> pd.DataFram
         if suffix == ".csv":
             frame = pd.read_csv(file)
             text = pd.read_csv(file, dtype=str, keep_default_na=False)
+            blank_none = none_inputs(flow.graph)  # an empty cell feeding `str | None` is None, not ""
             for col in frame.columns:
                 target = columns.get(col, col)
                 if target in flow.inputs and _hint_wants_text(flow, target):
-                    frame[col] = text[col]
+                    frame[col] = text[col].where(text[col] != "", None) if target in blank_none else text[col]
         elif suffix in (".jsonl", ".json"):
             frame = pd.read_json(file, lines=suffix == ".jsonl", dtype=False)
             # A key a record does not have is "not given" (the input's default), as in flow.batch(list of

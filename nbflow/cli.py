@@ -36,7 +36,7 @@ from nbflow._cli_io import (
     recall_source,
     remember_source,
 )
-from nbflow._core.errors import BatchInterrupted, NbflowError, RunInterrupted
+from nbflow._core.errors import BatchError, BatchInterrupted, NbflowError, RunInterrupted
 from nbflow._core.secrets import Redactor, Secret, gate, is_secret_name, learn_environment, secret_texts
 from nbflow._core.states import RunStatus
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
+    from nbflow._flow.flow import Flow
     from nbflow._record.batch_progress import BatchProgress
     from nbflow._record.run import NodeRecord, Run
 
@@ -152,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("id", nargs="?", metavar="RUN_ID|EXPERIMENT|BATCH_ID")
     s.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
     s.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
+    s.add_argument("--lineage", metavar="NODE", help="a run's lineage for NODE and what is upstream of it only")
 
     z = sub.add_parser(
         "resume",
@@ -296,6 +298,42 @@ def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -
     return OK if status == "succeeded" else FAILED
 
 
+def _print_lineage(run: Run, out: Console, node: str | None) -> None:
+    """Which code and data produced the run's values: the environment, then per node its code and output
+    versions and where each input came from (``run.lineage``; versions shortened to 12 characters)."""
+    if run._lineage is None:
+        if node is not None:
+            raise CliError(f"run {run.run_id} has no lineage stored (it was written before nbflow kept it)")
+        return
+    if "error" in run._lineage:
+        out.print(_text(f"\nlineage: not recorded ({run._lineage['error']})", "yellow"))
+        return
+    frame = run.lineage(node)
+    env = frame.attrs.get("environment", {})
+    git = env.get("git") or {}
+    commit = f", git {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git else ", no git commit"
+    packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items()) or "none"
+    out.print(_text(f"\nlineage: nbflow {env.get('nbflow')}, Python {env.get('python')}{commit}", "bold"))
+    out.print(_text(f"  packages: {packages}", "dim"))
+
+    def short(version: Any) -> str:
+        return "-" if not isinstance(version, str) else version.removeprefix("v:")[:12]
+
+    for name, rows in frame.groupby("node", sort=False):
+        first = rows.iloc[0]
+        code, output = short(first["code_version"]), short(first["output_version"])
+        out.print(_text(f"  {name!s}  code {code}  output {output}"))
+        for r in rows.itertuples():
+            if r.parameter is None:
+                continue
+            if r.kind == "node":
+                what = f"output of {r.source!r}"
+            else:
+                shown = "" if r.value is None else f" = {r.value!s}"
+                what = f"{'default' if r.kind == 'default' else f'input {r.source!r}'}{shown}"
+            out.print(_text(f"    {r.parameter!s}: {what}  [{short(r.data_version)}]", "dim"))
+
+
 def _tree(run: Run, secrets: Redactor, full: bool) -> Any:
     from rich.tree import Tree
 
@@ -383,10 +421,11 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
             )
     grid = grid_values(flow, args.grid)
     secrets = _frame_secrets(frame, constant)
+    outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
+    _check_case_types(flow, args.cases, batch_rows(frame), columns, grid, outputs)
     if args.store:
         remember_source(args.store, flow.name, source)
     progress = False if args.no_progress else _BatchBar(err)
-    outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
     try:
         result = flow.batch(
             batch_rows(frame), columns=columns or None, grid=grid or None, outputs=outputs, concurrency=args.concurrency,
@@ -408,6 +447,17 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
             err.print(_text("pass --store RUNS.db next time to resume an interrupted batch", "yellow"))
         return INTERRUPTED
     return _finish_batch(result, args, out, err, secrets)
+
+
+def _check_case_types(flow: Flow, path: str, rows: Any, columns: dict[str, str], grid: Any, outputs: Any) -> None:
+    """A cell that does not fit its input's hint stops the command before any row runs (not after the others)."""
+    from nbflow._batch.cases import check_types, prepare_cases
+
+    cases = prepare_cases(flow.graph, rows, columns or None, grid or None, outputs)
+    try:
+        check_types(flow.graph, cases)
+    except BatchError as exc:
+        raise CliError(f"cases file {path!r}: {exc}") from None
 
 
 def _frame_secrets(frame: pd.DataFrame, constant: dict[str, Any]) -> Redactor:
@@ -532,6 +582,7 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
         if match is not None:
             run = _load(runs, path, args.id, match[1], args.flow is None)
             _print_run(run, out, err, args)
+            _print_lineage(run, out, args.lineage)
             return OK
     finally:
         runs.close()

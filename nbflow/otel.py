@@ -43,7 +43,7 @@ from nbflow._core.events import (
     RunPaused,
     RunStarted,
 )
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, is_secret_name, secret_texts
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name, secret_texts
 
 if TYPE_CHECKING:
     from nbflow._record.run import Run
@@ -210,6 +210,54 @@ class RunTracer:
         self.common.update(self._clean(dict(extra or {})))
         self.run_span: _Open | None = None
         self.nodes: dict[str, _Open] = {}
+        self.versions: dict[str, str | None] = {}  # node -> its output's data version (lineage)
+
+    # --- lineage (nbflow._engine.lineage: the same versions a run's lineage holds) --------------
+    def _environment(self) -> dict[str, Any]:
+        graph = self.run.graph
+        if graph is None:
+            return {}
+        from nbflow._engine.lineage import environment
+
+        env = environment(graph)
+        git = env.get("git") or {}
+        return {
+            "nbflow.version": env["nbflow"],
+            "nbflow.python.version": env["python"],
+            "nbflow.git.commit": git.get("commit"),
+            "nbflow.git.dirty": git.get("dirty"),
+        }
+
+    def _code(self) -> Mapping[str, str | None]:
+        graph = self.run.graph
+        if graph is None:
+            return {}
+        from nbflow._engine.lineage import code_versions
+
+        return code_versions(graph, bool(getattr(self.run._flow, "validate", True)))
+
+    def _data_versions(self, path: str) -> dict[str, Any]:
+        """A top-level node's output data version and each input's (secret inputs have none)."""
+        graph = self.run.graph
+        g = graph.nodes.get(path) if graph is not None else None
+        if g is None:
+            return {}
+        from nbflow._engine.caching import data_version
+
+        rec = self.run.nodes.get(path)
+        if rec is None:
+            return {}
+        version = rec._cache_id if isinstance(rec._cache_id, str) else data_version(rec.output)
+        self.versions[path] = version
+        attrs: dict[str, Any] = {"nbflow.output_version": version}
+        for d in g.deps:
+            if d.is_node:
+                attrs[f"nbflow.input.{d.param}.version"] = self.versions.get(d.source)
+            elif d.source in self.run.inputs and not _secret_key(d.source):
+                value = self.run.inputs[d.source]
+                secret = isinstance(value, Secret) or (isinstance(value, str) and self.redact(value) != value)
+                attrs[f"nbflow.input.{d.param}.version"] = None if secret else data_version(value)
+        return attrs
 
     # --- helpers -------------------------------------------------------------------------------
     def _text(self, text: str) -> str:
@@ -298,6 +346,7 @@ class RunTracer:
             if self.run.pause_version:
                 attrs["nbflow.resumed"] = True
                 attrs["nbflow.pause_version"] = self.run.pause_version
+            attrs.update(self._environment())
             span = self._start(f"flow {self.run.flow}", event.time, attrs, None)
             self.run_span = self._current(span)
         elif isinstance(event, RunFinished | RunPaused) and self.run_span is not None:
@@ -324,6 +373,9 @@ class RunTracer:
             if old is not None:  # an attempt that ended without its event (should not happen)
                 self._end(old, event.time, {"nbflow.status": "unfinished"})
             attrs = {"nbflow.node": path, "nbflow.attempt": event.attempt, "openinference.span.kind": "CHAIN"}
+            code = self._code().get(path)
+            if code is not None:
+                attrs["nbflow.code_version"] = code
             span = self._start(f"node {path}", event.time, attrs, self._parent(path))
             self.nodes[path] = self._current(span)
         elif isinstance(event, NodeUsage):
@@ -360,6 +412,7 @@ class RunTracer:
                     recovered_from = None
                 if recovered_from is not None:
                     attrs["error.type"] = type(recovered_from).__name__
+            attrs.update(self._data_versions(path))
             held = self.nodes.pop(path, None)
             if held is None:
                 self._instant(path, event.time, {**attrs, "nbflow.cached": event.cached})

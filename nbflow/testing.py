@@ -18,6 +18,12 @@ Counters: ``requests``, ``completions``, ``connections`` (TCP connections accept
 them), ``max_in_flight``. Streaming (``stream=True``) is not implemented (refused with 400).
 
 Run one for a notebook: ``python -m nbflow.testing --port 8000``.
+
+For pytest: ``run_flow(flow, inputs, overrides=..., clock=FakeClock())`` runs a flow and fails the
+test with the failed node's error and traceback; ``assert_outputs(run, {"node": expected, ...})``
+compares outputs with a diff per node (DataFrames through ``pandas.testing``, floats approximately).
+The ``chat_server`` and ``fake_clock`` fixtures come with nbflow's pytest plugin (``nbflow.pytest_plugin``,
+loaded by pytest on its own). See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -29,9 +35,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ChatServer"]
+from nbflow._core.clock import FakeClock
+
+if TYPE_CHECKING:
+    from nbflow._flow.flow import Flow
+    from nbflow._record.run import Run
+
+__all__ = ["ChatServer", "FakeClock", "assert_outputs", "run_flow"]
 
 Answers = Mapping[str, str] | Callable[[list[dict[str, Any]]], str] | None
 
@@ -252,6 +264,123 @@ class _Handler(BaseHTTPRequestHandler):
             },
         }
         self._send(200, json.dumps(body).encode())
+
+
+# --- pytest helpers -----------------------------------------------------------------------------
+def run_flow(
+    flow: Flow,
+    inputs: Mapping[str, Any] | None = None,
+    /,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    targets: Any = None,
+    clock: Any = None,
+    raise_on_failure: bool = True,
+    **kw: Any,
+) -> Run:
+    """Run ``flow`` for a test: ``flow.run(...)`` without a display, failing the test on a failed run.
+
+    ``overrides`` gives nodes' outputs instead of running them (stub a model call), ``targets`` runs
+    only what those nodes need, ``clock`` (an ``nbflow.testing.FakeClock``) is what retry delays and
+    the batch's cool-downs sleep on for this run only: a test of "retry after 30 s" takes no time.
+    With ``raise_on_failure`` (default) a run that did not succeed raises ``AssertionError`` naming
+    each failed node with its error and traceback; other keywords go to ``flow.run``.
+    """
+    previous = flow.clock
+    if clock is not None:
+        flow.clock = clock
+    try:
+        run = flow.run(inputs, overrides=overrides, targets=targets, show=False, **kw)
+    finally:
+        if clock is not None:
+            flow.clock = previous
+    if raise_on_failure and run.status.value != "succeeded":
+        raise AssertionError(_failure_text(run))
+    return run
+
+
+def _failure_text(run: Run) -> str:
+    from nbflow._core.secrets import Redactor
+
+    redact = Redactor.for_inputs(run.inputs)
+    lines = [f"run {run.run_id} of flow {run.flow!r} {run.status.value}" + (f": {run.reason}" if run.reason else "")]
+    for path, rec in run.walk():
+        if rec.status.value == "failed" and rec.error is not None and rec.subrun is None:
+            lines.append(f"node {path!r} failed: {rec.error_type}: {rec.error}")
+            if rec.traceback:
+                lines.append(rec.traceback.rstrip())
+        elif rec.status.value in ("skipped", "cancelled", "paused"):
+            lines.append(f"node {path!r} {rec.status.value}" + (f": {rec.skip_reason}" if rec.skip_reason else ""))
+    return redact("\n".join(lines))
+
+
+def assert_outputs(run: Run, expected: Mapping[str, Any], *, rel: float = 1e-9, abs: float = 0.0) -> None:
+    """Assert that each node in ``expected`` produced that output; every mismatch is reported, with a diff.
+
+    DataFrames and Series are compared with ``pandas.testing`` (its message says which column and
+    row), numpy arrays and floats with a tolerance (``rel``, ``abs``, as ``pytest.approx``), anything
+    else with ``==`` (a unified diff of the two ``pprint`` forms when they differ). A node that did not
+    succeed is reported with its state and error.
+    """
+    import math
+
+    problems = []
+    for node, want in expected.items():
+        try:
+            rec = run.record(node)
+        except Exception as exc:
+            problems.append(f"node {node!r}: {exc}")
+            continue
+        if rec.status.value != "succeeded":
+            why = f": {rec.error_type}: {rec.error}" if rec.error is not None else ""
+            problems.append(f"node {node!r} {rec.status.value}{why}")
+            continue
+        got = rec.output
+        diff = _difference(got, want, rel, abs, math)
+        if diff:
+            problems.append(f"node {node!r}: {diff}")
+    if problems:
+        raise AssertionError(f"{len(problems)} of {len(expected)} outputs differ:\n" + "\n\n".join(problems))
+
+
+def _difference(got: Any, want: Any, rel: float, abs_: float, math: Any) -> str | None:
+    kind = type(want).__module__.partition(".")[0]
+    if kind == "pandas":
+        import pandas.testing as pdt
+
+        check = pdt.assert_frame_equal if type(want).__name__ == "DataFrame" else pdt.assert_series_equal
+        if type(got) is not type(want):
+            return f"expected a {type(want).__name__}, got {type(got).__name__}: {got!r:.200}"
+        try:
+            check(got, want, rtol=rel, atol=abs_)
+        except AssertionError as exc:
+            return str(exc)
+        return None
+    if kind == "numpy" and type(want).__name__ == "ndarray":
+        import numpy.testing as npt
+
+        try:
+            npt.assert_allclose(got, want, rtol=rel, atol=abs_)
+        except (AssertionError, TypeError, ValueError) as exc:
+            return str(exc).strip()
+        return None
+    if isinstance(want, float) and isinstance(got, int | float) and not isinstance(got, bool):
+        if math.isclose(got, want, rel_tol=rel, abs_tol=abs_) or (math.isnan(got) and math.isnan(want)):
+            return None
+        return f"expected {want!r}, got {got!r} (off by {got - want:+.6g})"
+    try:
+        same = bool(got == want)
+    except Exception as exc:  # an == that cannot answer (arrays inside containers)
+        return f"cannot compare with ==: {type(exc).__name__}: {exc}"
+    if same:
+        return None
+    import difflib
+    import pprint
+
+    a, b = pprint.pformat(want, width=88).splitlines(), pprint.pformat(got, width=88).splitlines()
+    if len(a) == 1 and len(b) == 1:
+        return f"expected {a[0]}, got {b[0]}"
+    return "\n".join(difflib.unified_diff(a, b, "expected", "got", lineterm=""))
 
 
 def main(argv: list[str] | None = None) -> None:

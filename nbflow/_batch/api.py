@@ -35,6 +35,7 @@ from nbflow._batch.variants import live_variants
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name
+from nbflow._engine import logs
 from nbflow._engine.caching import node_fingerprints
 from nbflow._engine.kernel import call_blocking, in_kernel
 from nbflow._notebook import make_renderer
@@ -350,6 +351,14 @@ async def _drive(state: State) -> pd.DataFrame:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
         _attach_live_variants(renderer, state)  # in a kernel: a bar per grid combination, then the explorer
+        logs.BATCH.info(
+            "batch %s of flow %r started: %d rows, %d to run%s",
+            state.batch_id or "(no id)",
+            flow.name,
+            n,
+            len(todo),
+            f", store {store.path!r}" if store is not None else "",
+        )
         try:
             await runner(state, todo, store, secret, progress, renderer)
         finally:
@@ -357,6 +366,13 @@ async def _drive(state: State) -> pd.DataFrame:
                 try:
                     record_experiment(state, store)
                 except Exception as exc:  # the rows are stored already: never lose the batch over its record
+                    logs.STORE.warning(
+                        "store %r: could not update the experiment record of batch %r (%s: %s)",
+                        store.path,
+                        state.batch_id,
+                        type(exc).__name__,
+                        exc,
+                    )
                     warnings.warn(
                         f"store {store.path!r}: could not update the experiment record of batch {state.batch_id!r} "
                         f"({type(exc).__name__}: {exc}); its rows are stored",
@@ -369,9 +385,29 @@ async def _drive(state: State) -> pd.DataFrame:
         if own_store and store is not None:
             store.close()
     frame = state.frame if state.frame is not None else state.build()
+    _log_finished(state, frame)
     if (frame.attrs.get("counts") or {}).get("paused"):
         arm_expiry(flow, frame)  # nf.ask(timeout=): expired rows go on by themselves (nbflow/_batch/paused.py)
     return frame
+
+
+def _log_finished(state: State, frame: pd.DataFrame) -> None:
+    counts = frame.attrs.get("counts") or {}
+    failed = int(counts.get("failed", 0) or 0)
+    level = logs.logging.WARNING if failed or state.stopped else logs.logging.INFO
+    if not logs.BATCH.isEnabledFor(level):
+        return
+    shown = ", ".join(f"{v} {k}" for k, v in counts.items() if v) or f"{len(frame)} rows"
+    stopped = f"; stopped: {state.stopped}" if state.stopped else ""
+    logs.BATCH.log(
+        level,
+        "batch %s of flow %r finished: %s%s",
+        state.batch_id or "(no id)",
+        state.flow.name,
+        shown,
+        stopped,
+        extra={"nbflow_batch": state.batch_id, "nbflow_flow": state.flow.name},
+    )
 
 
 def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[BatchStore | None, bool]:

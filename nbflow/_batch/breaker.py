@@ -20,6 +20,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from nbflow._engine.logs import BATCH
+
 if TYPE_CHECKING:
     from nbflow._batch.rows import State
     from nbflow._core.clock import Clock
@@ -94,12 +96,22 @@ class Breaker:
                 f"circuit breaker: {self.consecutive} consecutive rows failed (max_consecutive_failures="
                 f"{self.limit}){after}; last error: {clip(self.last_error)}"
             )
+            BATCH.warning("batch of flow %r stopped: %s", self.state.flow.name, self.state.stopped)
             self._notify()
             return
         self.mode = "open"
         self.probe_out = False
         self.state.cooldowns.append(
             {"at": time.time(), "seconds": self.cooldown, "failures": self.consecutive, "error": clip(self.last_error)}
+        )
+        BATCH.warning(
+            "batch of flow %r: %d consecutive rows failed; cooling down %gs (cool-down %d of %d); last error: %s",
+            self.state.flow.name,
+            self.consecutive,
+            self.cooldown,
+            used + 1,
+            self.max_cooldowns,
+            clip(self.last_error),
         )
         progress = self.progress
         progress.cooldowns = len(self.state.cooldowns)

@@ -15,11 +15,14 @@ from nbflow._core.errors import (
     MissingColumnError,
     MissingInputError,
     NbflowWarning,
+    TypeValidationError,
     UnknownNodeError,
     _suggest,
+    short_repr,
 )
 from nbflow._core.secrets import Secret, is_secret_name, remark_secrets
 from nbflow._graph.graph import Graph, Plan
+from nbflow._graph.validate import admits_none
 
 __all__ = [
     "SAMPLE_COLUMN",
@@ -29,7 +32,9 @@ __all__ = [
     "KeyTexts",
     "assign_keys",
     "batch_key",
+    "check_types",
     "content_key",
+    "none_inputs",
     "prepare_cases",
 ]
 
@@ -65,6 +70,7 @@ class Cases:
     index: Any = None  # the input DataFrame's own index, repeated per grid combination (None: 0..n-1)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)  # grid key -> {name: value}
     repeats: int = 1
+    per_row: int = 1  # cases per input row (grid combinations × repeats): case.index // per_row is its row
 
 
 def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -215,6 +221,7 @@ def prepare_cases(
         fed_by[target] = col
         input_columns[col] = target
     _check_grid_keys(graph, grid_values, input_columns, label_names, mapping)
+    blank_ok = none_inputs(graph) & set(input_columns.values())
 
     if isinstance(outputs, str):
         outputs = [outputs]
@@ -269,6 +276,10 @@ def prepare_cases(
                     inputs = row.copy()
                 else:
                     inputs = {input_columns[c]: v for c, v in row.items() if c in input_columns}
+                if blank_ok:
+                    for name in blank_ok:
+                        if name in inputs and _is_blank(inputs[name]):
+                            inputs[name] = None
                 given = every_input if len(inputs) == len(every_input) else frozenset(inputs)
                 plan = plans.get(given)
                 if plan is None:
@@ -278,7 +289,86 @@ def prepare_cases(
     per_row = len(combos) * len(samples)
     if own_index is not None and per_row > 1:
         own_index = own_index.repeat(per_row)  # like DataFrame.explode: each row's label, per combination
-    return Cases(cases, all_columns, keys, input_columns, out_list, own_index, variants, repeats)
+    return Cases(cases, all_columns, keys, input_columns, out_list, own_index, variants, repeats, per_row)
+
+
+def none_inputs(graph: Graph) -> frozenset[str]:
+    """The flow inputs whose every hinted consumer admits ``None``: an empty cell (NaN, ``pd.NA``) feeds them ``None``.
+
+    An input with no hinted consumer keeps what the rows hold (nothing says what empty means there)."""
+    found = []
+    for name, info in graph.inputs.items():
+        hints = [
+            getattr(check, "hint", object)
+            for node in info.consumers
+            for param, check in graph.nodes[node].checks
+            if any(d.param == param and d.source == name and not d.is_node for d in graph.nodes[node].deps)
+        ]
+        if hints and all(admits_none(h) for h in hints):
+            found.append(name)
+    return frozenset(found)
+
+
+def _is_blank(value: Any) -> bool:
+    """An empty cell as pandas reads it: NaN, ``pd.NA``, ``pd.NaT`` or ``None``."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return value != value  # NaN (numpy's float64 too)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def check_types(graph: Graph, cases: Cases, limit: int = 3) -> None:
+    """Check every case's inputs against the hints of the nodes that take them, before anything runs.
+
+    Raises BatchError naming the row (its position in the rows given) and the column of each of the
+    first ``limit`` values that do not fit, and how many more there are. ``flow.batch`` itself leaves a
+    bad value to fail its row; the ``nbflow batch`` command calls this for a cases file.
+    """
+    consumers: dict[str, list[tuple[str, Any]]] = {}
+    for name in set(cases.input_columns.values()):
+        consumers[name] = [
+            (node, check)
+            for node in graph.inputs[name].consumers
+            for param, check in graph.nodes[node].checks
+            if any(d.param == param and d.source == name and not d.is_node for d in graph.nodes[node].deps)
+        ]
+    problems: list[str] = []
+    bad_rows: set[int] = set()
+    for case in cases.cases:
+        wrong = None
+        for column, name in cases.input_columns.items():
+            if name not in case.inputs:
+                continue
+            value = case.inputs[name]
+            for node, check in consumers[name]:
+                if node not in case.plan.nodes or node in case.plan.overridden:
+                    continue
+                try:
+                    check(value)
+                except TypeValidationError as exc:
+                    where = (
+                        f"grid value {column}={short_repr(case.row.get(column))}"
+                        if column in cases.grid_keys
+                        else f"column {column!r}"
+                    )
+                    wrong = (
+                        f"row {case.index // cases.per_row}, {where}: got {short_repr(value)} "
+                        f"({type(value).__name__}), expected {exc.expected} (node {node!r}, parameter {exc.parameter!r})"
+                    )
+                    break
+            if wrong:
+                break
+        if wrong:
+            bad_rows.add(case.index // cases.per_row)
+            if len(problems) < limit:
+                problems.append(wrong)
+    if problems:
+        more = f"; and {len(bad_rows) - len(problems)} more row(s)" if len(bad_rows) > len(problems) else ""
+        raise BatchError(
+            f"{'; '.join(problems)}{more}. Nothing ran: fix those cells (an empty cell is None only for an input "
+            f"whose hint admits None, e.g. int | None)"
+        )
 
 
 def assign_keys(cases: Cases) -> KeyTexts:

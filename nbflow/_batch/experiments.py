@@ -57,6 +57,12 @@ def record_experiment(state: State, store: BatchStore) -> None:
         "rerun": dict(state.rerun),
         "cooldowns": list(getattr(state, "cooldowns", [])),
     }
+    try:  # which nbflow, Python, packages and git commit ran it (the rows' code versions: "fingerprint")
+        from nbflow._engine.lineage import environment
+
+        meta["environment"] = environment(state.flow.graph)
+    except Exception as exc:  # never lose the batch over it
+        meta["environment"] = {"error": f"{type(exc).__name__}: {exc}"}
     try:
         summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
         meta["summary"] = [  # keyed by the grid's values: a secret one is written as the marker

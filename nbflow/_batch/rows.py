@@ -34,6 +34,7 @@ from nbflow._core.score import Score
 from nbflow._core.secrets import Secret, gate, learn_environment, learn_inputs, secret_texts
 from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
+from nbflow._engine import logs
 from nbflow._engine.caching import SAMPLE
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
@@ -160,6 +161,8 @@ async def run_rows(
     outputs = cases.outputs
     running = state.running
     sampled = any(c.sample is not None for c in all_cases)  # repeats=N (Dask workers get the cases alone)
+    has_process = any(g.spec.options.get("executor") == "process" for g in graph.nodes.values())
+    log_rows = logs.BATCH.isEnabledFor(logs.logging.DEBUG) or logs.NODE.isEnabledFor(logs.logging.INFO)
 
     async def worker() -> None:
         # This worker task's context: the keys of cache="per-sample" nodes (set per row with repeats=N).
@@ -183,6 +186,8 @@ async def run_rows(
                 SAMPLE.set(case.sample)
             if trace_row is not None:
                 trace_row(run, case)
+            if log_rows:
+                run.subscribe(logs.RunLogger(run, row=True))
             running[i] = run  # left there if cancelled: the partial frame reads it
             timed_out = False
             try:
@@ -198,6 +203,8 @@ async def run_rows(
                 progress.in_flight -= 1
             del running[i]
             result = _result(case, run, outputs, timeout=row_timeout if timed_out else None)
+            if has_process and result["latency"] is not None:  # a wait for a process worker is not latency
+                result["latency"] = max(0.0, result["latency"] - queue_time(run))
             if used:
                 result.update(row_usage(used))
             results[i] = result
@@ -373,7 +380,31 @@ def prepare_row(
         return prepare()
 
 
+def queue_time(run: Run) -> float:
+    """Seconds during which the run's nodes only waited for a process worker (none of them running).
+
+    Process nodes' ``attempt.queued`` waits, less the times another node of the run ran meanwhile."""
+    waiting: list[tuple[float, float]] = []
+    running: list[tuple[float, float]] = []
+    for rec in run.nodes.values():
+        for a in rec.attempts:
+            if a.finished_at is not None:
+                running.append((a.started_at, a.finished_at))
+            if a.queued:
+                waiting.append((a.started_at - a.queued, a.started_at))
+    if not waiting:
+        return 0.0
+    points = sorted({t for span in waiting + running for t in span})
+    total = 0.0
+    for lo, hi in itertools.pairwise(points):
+        mid = (lo + hi) / 2
+        if any(a <= mid < b for a, b in waiting) and not any(a <= mid < b for a, b in running):
+            total += hi - lo
+    return total
+
+
 def _store_failed(i: int, exc: StoreError) -> str:
+    logs.STORE.warning("row %d could not be written, so the batch stops: %s", i, exc)
     return f"StoreError: row {i} could not be written, so the batch stopped: {exc}"
 
 

@@ -55,6 +55,12 @@ def check_executor(where: str, executor: object, is_async: bool, thread: bool | 
     return str(executor)
 
 
+def is_dask_client(value: object) -> bool:
+    """A ``distributed.Client`` (``executor=client``: the node's calls run on that Dask cluster)."""
+    cls = type(value)
+    return cls.__name__ == "Client" and cls.__module__.startswith("distributed")
+
+
 def check_timeout(timeout: object, where: str) -> None:
     if timeout is None:
         return
@@ -172,11 +178,19 @@ def node_options(
             )
         options["cache"] = cache
     if executor is not None:
-        if executor == "process" and not spec.plain:
+        client = executor if is_dask_client(executor) else None
+        if (executor == "process" or client is not None) and not spec.plain:
             raise FlowDefinitionError(
-                f"{where}: executor='process' is for plain sync nodes, not routers, maps, loops or "
-                f"sub-flows; move the CPU-bound work into a plain node (or a sub-flow's node)"
+                f"{where}: executor={'client' if client is not None else repr('process')} is for plain sync "
+                f"nodes, not routers, maps, loops or sub-flows; move the work into a plain node (or a sub-flow's node)"
             )
+        if client is not None:  # a Dask cluster: the call is a task there (nbflow/_engine/executors.py)
+            if spec.is_async:
+                raise FlowDefinitionError(
+                    f"{where}: executor=client (a Dask cluster) is for sync functions; this one is async"
+                )
+            options["dask_client"] = client
+            executor = "process"  # out of the lean path and of threads, as a process node
         options["executor"] = check_executor(where, executor, spec.is_async, spec.thread)
     return options
 

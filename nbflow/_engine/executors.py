@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -38,10 +39,13 @@ from nbflow._graph.graph import GNode
 __all__ = [
     "call_in_process",
     "call_in_thread",
+    "call_on_cluster",
     "in_thread",
     "in_thread_unless",
+    "on_dask_worker",
     "process_pool",
     "thread_budget",
+    "warm_pool",
 ]
 
 
@@ -195,6 +199,17 @@ class _Worker:
         except (OSError, ValueError):
             return None
 
+    def preload(self, modules: list[str]) -> bool:
+        """Import ``modules`` in the worker before its first call (what the nodes' code imports); False: it died."""
+        import importlib
+
+        import cloudpickle
+
+        for name in modules:
+            if self.call(cloudpickle.dumps((importlib.import_module, {"name": name}, None))) is None:
+                return False
+        return True
+
     def kill(self) -> None:
         try:
             self.proc.kill()
@@ -222,6 +237,8 @@ class ProcessPool:
         self.busy = 0
         self.started = 0
         self.killed: list[int] = []  # pids of workers killed by a cancel/interrupt/timeout (last 100)
+        self.warming = 0  # workers being started ahead of the calls (``warm``): a call waits for one
+        self.preloaded: dict[str, None] = {}  # modules every warmed worker imports before its first call
 
     @property
     def size(self) -> int:
@@ -237,21 +254,58 @@ class ProcessPool:
         with self._lock:
             if self.busy >= self.size:
                 return False, None
-            self.busy += 1
             while self._idle:
                 worker = self._idle.pop()
                 if worker.proc.poll() is None:
+                    self.busy += 1
                     return True, worker
+            if self.warming:  # a warm worker is on its way: wait for it (a cold one would cost as much)
+                return False, None
+            self.busy += 1
             return True, None
 
-    async def acquire(self) -> _Worker:
+    def warm(self, modules: list[str], n: int) -> None:
+        """Start up to ``n`` workers ahead of the calls, in a background thread, each importing ``modules``
+        first, so that a process node's first call costs what a later one does (docs/engine.md)."""
+        with self._lock:
+            for m in modules:
+                self.preloaded.setdefault(m)
+            have = len(self._idle) + self.warming
+            n = min(n - have, self.size - self.busy - have)
+            if n <= 0:
+                return
+            self.warming += n
+        threading.Thread(target=self._start_warm, args=(n,), name="nbflow-warm-workers", daemon=True).start()
+
+    def _start_warm(self, n: int) -> None:
+        for _ in range(n):
+            worker: _Worker | None = None
+            try:
+                worker = _Worker()
+                if not worker.preload(list(self.preloaded)):
+                    worker.kill()
+                    worker = None
+            except Exception:  # could not start one: the call starts its own, as without warm-up
+                worker = None
+            with self._lock:
+                self.warming -= 1
+                if worker is not None:
+                    self.started += 1
+                    self._idle.append(worker)
+
+    async def acquire(self) -> tuple[_Worker, float]:
+        """A worker for one call, and how long the call waited for one (every worker busy: the queue)."""
         delay = 0.002
+        waited_since = None
         while True:
             ok, worker = self._take()
             if ok:
                 break
+            if waited_since is None:
+                waited_since = time.monotonic()
             await anyio.sleep(delay)  # every worker busy: wait (loop-agnostic, batches share the pool)
             delay = min(delay * 2, 0.02)
+        waited = 0.0 if waited_since is None else time.monotonic() - waited_since
         if worker is None:
             try:
                 worker = _Worker()
@@ -260,7 +314,7 @@ class ProcessPool:
                     self.busy -= 1
                 raise
             self.started += 1
-        return worker
+        return worker, waited
 
     def release(self, worker: _Worker, keep: bool) -> None:
         with self._lock:
@@ -294,8 +348,15 @@ async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
     import cloudpickle
 
     name = g.spec.name
+    client = g.spec.options.get("dask_client")
+    if client is not None:
+        return await call_on_cluster(g, kwargs, client)
+    if on_dask_worker():  # the Dask worker is the process: no second pool beside its own (docs/engine.md)
+        return await call_in_thread(g, kwargs)
     pool = process_pool
-    worker = await pool.acquire()
+    worker, waited = await pool.acquire()
+    if waited:
+        _queued(waited)
     keep = True  # cancelled at the checkpoint below: the worker did nothing, keep it
     try:
         # Let the rows starting with this one take their workers first, so the thread budget counts them
@@ -341,6 +402,84 @@ async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
         error.__cause__ = RemoteTraceback(text)
         raise error
     raise ProcessNodeError(name, f"{rest[0]}; return picklable data (e.g. plain values, DataFrames, arrays)")
+
+
+def warm_pool(graph: Any, calls: int) -> None:
+    """A run of ``graph`` starts: start up to ``calls`` workers (one per process node) ahead, importing what
+    its process nodes' code imports, while the nodes upstream of them run. (A batch's rows start their
+    workers together, so that the BLAS budget of each is counted right: not warmed.)"""
+    found = graph._views.get("process_modules")
+    if found is None:
+        nodes = [
+            g
+            for g in graph.nodes.values()
+            if g.spec.options.get("executor") == "process" and "dask_client" not in g.spec.options
+        ]
+        found = graph._views["process_modules"] = (len(nodes), _modules_of([g.spec.func for g in nodes]))
+    count, modules = found
+    if count and not on_dask_worker():
+        process_pool.warm(modules, min(calls, count))
+
+
+def _modules_of(funcs: list[Any]) -> list[str]:
+    """The importable modules a function's code refers to (its own, and its globals': ``sklearn.ensemble``)."""
+    import types
+
+    names: dict[str, None] = {}
+    for func in funcs:
+        refs = [func, *getattr(func, "__globals__", {}).values()]
+        for ref in refs:
+            name = ref.__name__ if isinstance(ref, types.ModuleType) else getattr(ref, "__module__", None)
+            if not isinstance(name, str) or name in ("__main__", "builtins") or name.startswith("nbflow"):
+                continue
+            top = name.partition(".")[0]
+            if top in sys.stdlib_module_names or top.startswith("_"):
+                continue
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "__file__", None):
+                names.setdefault(name)
+    return list(names)
+
+
+async def call_on_cluster(g: GNode, kwargs: dict[str, Any], client: Any) -> Any:
+    """Call ``g``'s function as a task on the Dask cluster of ``client`` (``executor=client``).
+
+    The function and inputs travel as Dask sends them (cloudpickle); a worker that dies mid-call is
+    replaced by Dask, which runs the task again on another worker; a cancel (interrupt, ``timeout=``,
+    a run's deadline) cancels the task. The exception the function raised is the node's error.
+    """
+    import uuid
+
+    future = client.submit(g.spec.func, **kwargs, pure=False, key=f"nbflow-{g.spec.name}-{uuid.uuid4().hex[:12]}")
+    try:
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    except BaseException:
+        future.cancel()
+        raise
+
+
+def on_dask_worker() -> bool:
+    """Whether this process hosts a Dask worker (a batch row or a node sent to a cluster)."""
+    module = sys.modules.get("distributed")
+    if module is None:
+        return False
+    return bool(getattr(getattr(module, "Worker", None), "_instances", ()))
+
+
+def _queued(waited: float) -> None:
+    """The node's attempt waited ``waited`` seconds for a worker: ``attempt.queued``, and its run time
+    (``started_at``, so ``duration`` and a batch row's ``latency``) starts when a worker took it."""
+    from nbflow._core.usage import CURRENT_NODE
+
+    where = CURRENT_NODE.get()
+    rec = None if where is None else where.node
+    if rec is None or not rec.attempts:
+        return
+    attempt = rec.attempts[-1]
+    attempt.queued = (attempt.queued or 0.0) + waited
+    attempt.started_at += waited
+    if rec.started_at is not None:
+        rec.started_at += waited
 
 
 def _unpicklable_param(kwargs: dict[str, Any]) -> str | None:

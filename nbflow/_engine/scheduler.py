@@ -318,6 +318,7 @@ class _Scheduler:
             i = index.get(name, n)
             if i >= n or status[i].finished:
                 continue  # not needed by the targets, or already recorded (a resumed run)
+            self.waiting[i] = -1  # never released again: an upstream it would have waited for may still run
             rec = self.records[name]
             rec._to(_SUCCEEDED)
             rec.output = self.overrides[name]

@@ -17,6 +17,7 @@ from nbflow._core.errors import (
     GraphError,
     NbflowError,
     RunnerError,
+    StoreError,
     UnknownNodeError,
 )
 from nbflow._core.missing import MISSING
@@ -42,7 +43,10 @@ if TYPE_CHECKING:
 
     from nbflow._batch import api as _batch
     from nbflow._batch import paused as _paused
+    from nbflow._engine import capture as capture
+    from nbflow._engine import logs as logs
     from nbflow._engine import scheduler as scheduler
+    from nbflow._engine.executors import warm_pool as warm_pool
     from nbflow._engine.keep import attach_keep, check_keep
     from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
     from nbflow._flow import expiry
@@ -64,10 +68,11 @@ _engine_loaded = False
 
 def _load_engine() -> None:
     global _engine_loaded, asyncio, scheduler, attach_keep, check_keep, RunHandle, in_kernel, kernel_ticker
-    global run_blocking, expiry, claim, continue_run, Run
+    global run_blocking, expiry, claim, continue_run, Run, capture, logs, warm_pool
     import asyncio
 
-    from nbflow._engine import scheduler
+    from nbflow._engine import capture, logs, scheduler
+    from nbflow._engine.executors import warm_pool
     from nbflow._engine.keep import attach_keep, check_keep
     from nbflow._engine.kernel import RunHandle, in_kernel, kernel_ticker, run_blocking
     from nbflow._flow import expiry
@@ -248,7 +253,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
-        executor: str | None = None,
+        executor: str | Any = None,
         save: str | os.PathLike[str] | None = None,
         outputs: Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
@@ -271,7 +276,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
-        executor: str | None = None,
+        executor: str | Any = None,
         save: str | os.PathLike[str] | None = None,
         outputs: Iterable[str] | None = None,
     ) -> Any:
@@ -294,7 +299,9 @@ class Flow:
         caches it even when the flow's cache is off (then in memory); ``cache="per-sample"`` marks it
         not deterministic: cached once per repeat of ``flow.batch(..., repeats=N)``. See docs/caching.md.
 
-        ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
+        ``executor=client`` (a ``distributed.Client``) runs each call of a sync function as a task on that
+        Dask cluster (a worker lost mid-call is replaced and the task runs again; a cancel or ``timeout=``
+        cancels it; docs/dask.md). ``executor="process"`` runs a sync function in a worker process (cloudpickle sends notebook
         functions): CPU-bound work uses every core, and an interrupt, cancel or timeout kills it.
         ``save="out/features.parquet"`` writes the output of every run to that file (docs/data_pipelines.md).
         See docs/data_pipelines.md.
@@ -386,7 +393,7 @@ class Flow:
         on_failure_of: str | None = None,
         uses: str | Iterable[str] | None = None,
         cache: bool | str | None = None,
-        executor: str | None = None,
+        executor: str | Any = None,
         save: str | os.PathLike[str] | None = None,
         outputs: Iterable[str] | None = None,
     ) -> NodeSpec:
@@ -655,6 +662,7 @@ class Flow:
         run.targets = tuple(targets) if targets is not None else None
         if on_event is not None:
             run.subscribe(on_event)
+        logs.attach(run)  # only when nbflow's INFO records are wanted (docs/logging.md)
         if saving:  # before keep=: an output is written before it may be dropped
             from nbflow._store.outputs import attach_save
 
@@ -695,17 +703,31 @@ class Flow:
         run._resources = None  # resolved again on this loop (a resumed run may run on another one)
         # A batch wakes the loop itself (tick=False), once for all its rows.
         ticker = asyncio.get_running_loop().create_task(kernel_ticker()) if tick and in_kernel() else None
+        capture.install()  # what nodes print, log and warn goes to their attempts too
+        warm_pool(graph, len(plan.nodes))  # process nodes: their workers start now, their imports done
         try:
             await scheduler.execute(graph, plan, run, inputs, overrides, cap, policies, timeout)
         finally:
             run._resources = None  # a finished run keeps no resource alive
             if ticker is not None:
                 ticker.cancel()
+        if tick:
+            logs.finished(run)  # a failed run's WARNING records (when no RunLogger wrote them live)
         if run.store is not None:
-            run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+            try:
+                run.store.raise_failure(run)  # a checkpoint write failed: the run is FAILED, StoreError raised
+            except StoreError as exc:
+                logs.STORE.warning("run %s of flow %r: %s", run.run_id, self.name, exc)
+                raise
         if tick:  # not a batch row (the batch answers its paused rows itself: flow.answer)
             expiry.arm(run)  # nf.ask(timeout=): the paused run goes on by itself at the deadline
         return run
+
+    def _lineage_of(self, run: Run) -> dict[str, Any]:
+        """``run.lineage()``'s data (nbflow._engine.lineage): code and data versions, inputs with defaults."""
+        from nbflow._engine.lineage import lineage_of
+
+        return lineage_of(run)
 
     def _row_executor(self, graph: Graph) -> Callable[[Plan, Run, dict[str, Any]], Awaitable[Run]]:
         """``_execute(..., tick=False)`` for a batch's rows, with what every row shares resolved once.
@@ -719,6 +741,7 @@ class Flow:
             _load_engine()
         if pending():  # the type checks' pydantic adapters, before any row's node starts
             build_pending()
+        capture.install()
         policies = self._policies if graph is self._graph and self._policies is not None else self._resolved_policies()
         cap = self.concurrency
         execute = scheduler.execute

@@ -17,7 +17,7 @@ from typing import Any
 
 from nbflow._core.errors import TypeValidationError
 
-__all__ = ["Validator", "build_pending", "hints_of", "make_validator", "pending"]
+__all__ = ["Validator", "admits_none", "build_pending", "hints_of", "make_validator", "pending"]
 
 Validator = Callable[[Any], Any]
 
@@ -138,4 +138,10 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
             raise TypeValidationError(node, parameter, expected, value, detail) from None
 
     check.exact = exact  # type: ignore[attr-defined]  # the engine skips the call for such a value
+    check.hint = hint  # type: ignore[attr-defined]  # what a batch reads (an empty cell is None if it admits None)
     return check
+
+
+def admits_none(hint: Any) -> bool:
+    """Whether ``hint`` accepts ``None`` (``X | None``, ``Optional[X]``, ``None``)."""
+    return hint is None or hint is type(None) or type(None) in typing.get_args(hint)

@@ -54,6 +54,10 @@ class Attempt:
     delay: float | None = None
     usage: Any = None
     """What ``nf.usage(...)`` recorded during this try (an ``nbflow._core.usage.Usage``), or None."""
+    output: str | None = None
+    """What the node printed, logged and warned during this try (secrets redacted), or None."""
+    queued: float | None = None
+    """Seconds a process node's try waited for a free worker before it ran (left out of ``duration``)."""
 
     @property
     def duration(self) -> float | None:
@@ -360,6 +364,21 @@ class NodeRecord:
     def attempts(self, value: list[Attempt]) -> None:
         self._c.attempts[self._i] = value
 
+    @property
+    def printed(self) -> str | None:
+        """What the node printed, logged and warned (every attempt, each headed when it had several), or None.
+
+        Secrets redacted; ``attempt.output`` holds one attempt's."""
+        found = self._c.attempts[self._i]
+        if not found or found is LEAN:
+            return None
+        shown = [a for a in found if a.output]
+        if not shown:
+            return None
+        if len(found) == 1:
+            return shown[0].output
+        return "".join(f"--- attempt {a.number} ---\n{a.output}" for a in shown)
+
     error = _cold("error", None, "What the node raised (or what ``on_error`` recovered from), or None.")
     traceback = _cold("traceback", None, "The node's traceback as text (nbflow's own frames left out), or None.")
     skip_reason = _cold("skip_reason", None, "Why it was skipped or cancelled, or None.")
@@ -446,6 +465,7 @@ class Run:
     store: Any = None
     """The checkpoint store this run is written to, if any."""
     _resources: Any = None  # this execution's resource instances (_engine/resources.py), never pickled
+    _lineage: dict[str, Any] | None = None  # the stored lineage (a loaded run), or computed once finished
 
     def __init__(self, flow: str, run_id: str, inputs: Mapping[str, Any], nodes: Iterator[str] | Any) -> None:
         self.flow = flow
@@ -766,6 +786,30 @@ class Run:
             return isinstance(node, str) and self.record(node).status is NodeStatus.SUCCEEDED
         except NbflowError:
             return False
+
+    def lineage(self, node: str | None = None) -> pd.DataFrame:
+        """Which code and data produced ``node``'s output (default: every node of the run), as a DataFrame.
+
+        One row per parameter of the node and of every node upstream of it: where the value came from
+        (``source``: an upstream node, a flow input, or ``kind == "default"``: the parameter's default),
+        its data version (the cache's content digest) and the node's code version (the cache's
+        fingerprint) and output version. ``.attrs["environment"]``: nbflow, Python and package versions,
+        the git commit. A run loaded from a store answers from what its checkpoint kept. See docs/lineage.md.
+        """
+        from nbflow._record.lineage import frame
+
+        data = self._lineage
+        if data is None:
+            flow = self._flow
+            if flow is None or self.graph is None:
+                raise NbflowError(
+                    f"run {self.run_id}: no lineage (a run loaded from a store written before nbflow kept it); "
+                    f"run the flow again to record it"
+                )
+            data = flow._lineage_of(self)
+            if self.status.finished:
+                self._lineage = data
+        return frame(data, node)
 
     def raise_for_status(self) -> Run:
         """Return the run if it succeeded; else raise RunFailedError (first node error as the cause)."""

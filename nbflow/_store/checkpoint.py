@@ -20,6 +20,7 @@ Exceptions are stored as ``StoredError(type name, message)`` with their tracebac
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -86,7 +87,15 @@ CREATE TABLE IF NOT EXISTS checkpoint_questions (
 # owner: ``host:pid:start`` of the process running the run (nbflow/_store/owner.py); reason: run.reason.
 # record: a whole run's node records in one value of built-in data (schema 2; NULL: they are rows of checkpoint_nodes).
 # heartbeat: the time the owner last said it still runs the run (its lease, see ``CheckpointStore._beat``).
-_RUN_COLUMNS = {"owner": "TEXT", "reason": "TEXT", "finished_at": "REAL", "record": "BLOB", "heartbeat": "REAL"}
+# lineage: JSON, which code and data produced the run's values (nbflow/_engine/lineage.py), written when it ends.
+_RUN_COLUMNS = {
+    "owner": "TEXT",
+    "reason": "TEXT",
+    "finished_at": "REAL",
+    "record": "BLOB",
+    "heartbeat": "REAL",
+    "lineage": "TEXT",
+}
 # detail: what the first columns do not hold (attempts, recovered, cached, original error type).
 _NODE_COLUMNS = {"detail": "BLOB"}
 
@@ -281,6 +290,9 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
         cur.executemany(_WHOLE_RUN_SQL, headers())
     if by_node:
         cur.executemany(_NODE_SQL, nodes())
+    lineage = [(t, run.run_id) for run, red in zip(runs, reds, strict=True) if (t := _lineage_text(run, red))]
+    if lineage:
+        cur.executemany("UPDATE checkpoint_runs SET lineage=? WHERE run_id=?", lineage)
     asked = [(run.run_id,) for run in runs if run.pause_version]  # paused once: questions stored earlier
     if asked:  # (a batch's paused row answered by flow.answer is written again: its question is answered)
         cur.executemany("UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND open=1", asked)
@@ -294,6 +306,17 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
             ),
         )
     return left_out
+
+
+def _lineage_text(run: Run, red: Redactor) -> str | None:
+    """The finished run's lineage as stored (JSON, redacted); None for a run without its flow or graph."""
+    if run._flow is None or run.graph is None or not run.status.finished:
+        return None
+    try:
+        data = run._lineage = run._flow._lineage_of(run)
+    except Exception as exc:  # lineage must never lose a row: it says why it is missing
+        data = {"error": f"{type(exc).__name__}: {exc}"}
+    return red(json.dumps(data, default=repr))
 
 
 _STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
@@ -510,6 +533,7 @@ class CheckpointStore:
         # Runs may be one record (schema 2); a read-only copy of a schema 1 file has no such column.
         self._record_column = "record" if _has_column(self._db, "checkpoint_runs", "record") else "NULL"
         self._heartbeat_column = "heartbeat" if _has_column(self._db, "checkpoint_runs", "heartbeat") else "NULL"
+        self._has_lineage = _has_column(self._db, "checkpoint_runs", "lineage")
         self.identity = FileIdentity(self.path)
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -689,6 +713,15 @@ class CheckpointStore:
             self.save_run(run)
         elif isinstance(event, RunFinished):
             self.save_run(run)
+            self.save_lineage(run)
+
+    def save_lineage(self, run: Run) -> None:
+        """Which code and data produced the finished run's values (JSON, secrets left out)."""
+        if not self._has_lineage or run._root is not run:
+            return
+        text = _lineage_text(run, self._redactor(run))
+        if text is not None:
+            self._write("UPDATE checkpoint_runs SET lineage=? WHERE run_id=?", (text, run.run_id))
 
     # --- resuming --------------------------------------------------------------------------------
     def claim(self, run: Run, key: str | None, answer: Any, *, cancel: bool = False) -> None:
@@ -909,6 +942,10 @@ class CheckpointStore:
                 _restore_detail(rec, value(detail))
         for key, q in questions:
             run.pending[key] = loads(q)
+        if self._has_lineage:
+            stored = self._db.execute("SELECT lineage FROM checkpoint_runs WHERE run_id=?", (run_id,)).fetchone()
+            if stored is not None and stored[0]:
+                run._lineage = json.loads(stored[0])
         self.track(run, save=False)
         return run
 
@@ -957,7 +994,12 @@ def _detail(rec: NodeRecord) -> dict[str, Any]:
 def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
     """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
     return _details(
-        [[a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts],  # JSON when no error
+        [  # JSON when no error; what the node printed (already redacted) and its queue wait, when there are
+            [a.number, a.started_at, a.finished_at, a.error, a.delay]
+            if a.output is None and a.queued is None
+            else [a.number, a.started_at, a.finished_at, a.error, a.delay, a.output, a.queued]
+            for a in rec.attempts
+        ],
         rec.recovered,
         rec.cached,
         rec.cache_key,
@@ -1007,7 +1049,10 @@ def _entry(
 def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
     from nbflow._record.run import Attempt
 
-    rec.attempts = [Attempt(n, t0, t1, err, delay) for n, t0, t1, err, delay in detail.get("attempts", ())]
+    rec.attempts = [
+        Attempt(a[0], a[1], a[2], a[3], a[4], output=a[5] if len(a) > 5 else None, queued=a[6] if len(a) > 6 else None)
+        for a in detail.get("attempts", ())
+    ]
     rec.recovered = bool(detail.get("recovered", False))
     rec.cached = bool(detail.get("cached", False))
     rec.cache_key = detail.get("cache_key")

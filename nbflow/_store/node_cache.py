@@ -282,6 +282,9 @@ class NodeCache:
                 self.nbytes -= dropped[5]
 
     def _warn(self, why: str) -> None:
+        from nbflow._engine.logs import STORE
+
+        STORE.warning("node cache %r: %s; the node runs instead", str(self.path), why)  # (every time, not once)
         if not self._warned:
             self._warned = True
             warnings.warn(f"node cache {str(self.path)!r}: {why}; the node runs instead", NbflowWarning, stacklevel=3)

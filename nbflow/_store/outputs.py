@@ -147,6 +147,9 @@ def attach_save(run: Run, save: Mapping[str, Path]) -> None:
             red = Redactor.for_inputs(run._root.inputs)  # the run's secrets, and every known one
             run.saved[event.node] = save_output(event.node, rec.output, save[event.node], red)
         except NbflowError as exc:
+            from nbflow._engine.logs import STORE
+
+            STORE.warning("run %s: %s", run.run_id, exc)
             warnings.warn(str(exc), NbflowWarning, stacklevel=2)
 
     run.subscribe(on_event)

@@ -867,6 +867,9 @@ class RunView(anywidget.AnyWidget):
             note = " (overridden: injected, not run)" if rec.overridden else ""
             parts.append(f"<div><b>output</b>{esc(note)}</div>{render_value(rec.output, redact)}")
         parts.append(self._items_html(rec))
+        printed = rec.printed
+        if printed:  # what the node printed, logged and warned, as a cell shows its output
+            parts.append(f'<div><b>printed</b></div><pre class="nbflow-printed">{esc(redact(printed))}</pre>')
         if tries(rec) > 1:
             t0 = run.started_at or rec.attempts[0].started_at
             rows = "".join(

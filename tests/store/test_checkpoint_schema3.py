@@ -37,8 +37,10 @@ def _meta(db: Path) -> dict[str, str]:
 
 
 def _runs_table(db: Path) -> list[tuple[object, ...]]:
+    """The stored runs' columns as written (a column added on open, such as ``lineage``, is left out)."""
     with closing(sqlite3.connect(db)) as con:
-        return sorted(con.execute("SELECT * FROM checkpoint_runs").fetchall())
+        names = [r[1] for r in con.execute("PRAGMA table_info(checkpoint_runs)") if r[1] != "lineage"]
+        return sorted(con.execute(f"SELECT {', '.join(names)} FROM checkpoint_runs").fetchall())
 
 
 def _record(db: Path, run_id: str) -> object:

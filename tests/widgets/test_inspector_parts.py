@@ -80,3 +80,20 @@ async def test_many_frames_are_cut_with_a_note(comm_log: list[Any]) -> None:
     html = render_value(frames)
     assert html.count("<table") == MAX_PARTS
     assert "3 more not shown: part20, part21, part22" in html
+
+
+async def test_what_a_node_printed_is_shown_in_the_inspector_as_a_cell_output(comm_log: list[Any]) -> None:
+    flow = nf.Flow("printer")
+
+    @flow.node
+    def train(api_key: str) -> int:
+        print("epoch 1: loss 0.5")
+        print(f"<b>not html</b> with {api_key}")
+        return 1
+
+    view = RunView(flow.run(api_key="sk-hidden-1234", show=False))
+    view.select("train")
+    html = view.inspector
+    assert '<div><b>printed</b></div><pre class="nbflow-printed">epoch 1: loss 0.5\n' in html
+    assert "&lt;b&gt;not html&lt;/b&gt; with [REDACTED]" in html  # escaped, and the secret never reached it
+    assert "sk-hidden-1234" not in html

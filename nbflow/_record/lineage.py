@@ -1,0 +1,46 @@
+"""A run's lineage as a DataFrame: which code and data produced a value (the data: ``nbflow._engine.lineage``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COLUMNS", "frame"]
+
+COLUMNS = ("node", "code_version", "parameter", "source", "kind", "value", "data_version", "output_version")
+
+
+def frame(data: Mapping[str, Any], node: str | None = None) -> pd.DataFrame:
+    """The lineage of ``node`` (it and every node upstream of it, in run order), or of the whole run.
+
+    One row per parameter of each node: ``source`` (the upstream node, flow input or ``default``),
+    ``kind`` (``node`` / ``input`` / ``default``), ``value`` (for inputs and defaults, a short repr),
+    ``data_version`` (the content digest of the value), ``code_version`` and ``output_version`` of the
+    node. ``frame.attrs["environment"]``: nbflow, Python and package versions, git commit.
+    """
+    import pandas as pd
+
+    nodes: Mapping[str, Any] = data.get("nodes", {})
+    wanted: list[str] = list(nodes)
+    if node is not None:
+        if node not in nodes:
+            from nbflow._core.errors import UnknownNodeError
+
+            raise UnknownNodeError(node, nodes)
+        keep = {node}
+        for name in reversed(wanted):  # run order: a node's upstream nodes come before it
+            if name in keep:
+                keep.update(p[1] for p in nodes[name]["inputs"] if p[2] == "node")
+        wanted = [n for n in wanted if n in keep]
+    rows = []
+    for name in wanted:
+        info = nodes[name]
+        params = info["inputs"] or [[None, None, None, None, None]]
+        for param, source, kind, value, version in params:
+            rows.append((name, info["code"], param, source, kind, value, version, info["output"]))
+    out = pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)  # (None stays None, not NaN)
+    out.attrs["environment"] = dict(data.get("env") or {})
+    return out

@@ -1,0 +1,43 @@
+"""nbflow's pytest plugin (loaded by pytest through the ``pytest11`` entry point): the fixtures below.
+
+* ``chat_server``: a started ``nbflow.testing.ChatServer`` (an OpenAI-compatible server on 127.0.0.1),
+  stopped after the test. Configure it per test with the marker
+  ``@pytest.mark.chat_server(answers={...}, latency=0.01, rate_limit_every=3, ...)`` (its keywords are
+  ``ChatServer``'s).
+* ``fake_clock``: a fresh ``nbflow.testing.FakeClock`` (give it to ``run_flow(..., clock=fake_clock)``).
+
+Importing it costs what ``import nbflow.testing`` costs (the standard library's HTTP server): nothing is
+started until a test asks for a fixture. See docs/testing.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from nbflow.testing import ChatServer, FakeClock
+
+__all__ = ["chat_server", "fake_clock"]
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers", "chat_server(**options): options of the chat_server fixture's nbflow.testing.ChatServer"
+    )
+
+
+@pytest.fixture
+def chat_server(request: pytest.FixtureRequest) -> Iterator[ChatServer]:
+    """A started ``ChatServer`` for this test (``@pytest.mark.chat_server(...)`` passes its options)."""
+    marker = request.node.get_closest_marker("chat_server")
+    options = dict(marker.kwargs) if marker is not None else {}
+    with ChatServer(**options) as server:
+        yield server
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A fresh ``FakeClock``: virtual time that sleeps advance at once (and record)."""
+    return FakeClock()
