@@ -30,6 +30,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbflow._core.calls import Call, call_dict
 from nbflow._core.errors import ResumeConflictError, StoreError
 from nbflow._core.events import (
     Event,
@@ -839,13 +840,21 @@ def _detail(rec: NodeRecord) -> dict[str, Any]:
 def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
     """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
     return _details(
-        [[a.number, a.started_at, a.finished_at, a.error, a.delay] for a in rec.attempts],  # JSON when no error
+        [_attempt_row(a) for a in rec.attempts],  # JSON when no error
         rec.recovered,
         rec.cached,
         rec.cache_key,
         rec.overridden,
         rec.inputs,
     )
+
+
+def _attempt_row(a: Any) -> list[Any]:
+    """An attempt as stored: number, times, error, delay, then its transcript's calls as dicts (if any)."""
+    row = [a.number, a.started_at, a.finished_at, a.error, a.delay]
+    if a.calls:
+        row.append([call_dict(c) for c in a.calls])
+    return row
 
 
 def _details(
@@ -889,7 +898,10 @@ def _entry(
 def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
     from nbflow._record.run import Attempt
 
-    rec.attempts = [Attempt(n, t0, t1, err, delay) for n, t0, t1, err, delay in detail.get("attempts", ())]
+    rec.attempts = [
+        Attempt(n, t0, t1, err, delay, calls=[Call(**c) for c in more[0]] if more else None)
+        for n, t0, t1, err, delay, *more in detail.get("attempts", ())
+    ]
     rec.recovered = bool(detail.get("recovered", False))
     rec.cached = bool(detail.get("cached", False))
     rec.cache_key = detail.get("cache_key")
