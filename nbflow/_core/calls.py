@@ -232,7 +232,7 @@ def add_call(at: tuple[Any, Any, Any, Any], call: Call, scrub: Redactor | None) 
         attempt.calls = []
     attempt.calls.append(call)
     if call.input_tokens is not None or call.output_tokens is not None or call.cost is not None:
-        add_usage(where, rec, attempt, row, call.input_tokens, call.output_tokens, call.cost, call.model, event=False)
+        add_usage(where, rec, attempt, row, call.input_tokens, call.output_tokens, call.cost, call.model)
     run = where.run
     root = run._root if run is not None else None
     if root is not None and root._subscribers:  # tracing (nbflow.otel) exports it as a GenAI span

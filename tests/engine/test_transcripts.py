@@ -328,3 +328,63 @@ def test_a_transcript_in_memory_holds_no_secret_nor_the_client_key():
     assert str.__str__(pin) not in text and plain_key not in text
     assert run.calls().content[0] == "echo: [REDACTED] and [REDACTED]"
     assert "authorization" not in text.lower()  # headers are never recorded
+
+
+def test_calls_are_exported_as_opentelemetry_genai_spans_without_secrets():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    key = nf.Secret("sk-otel-OPENAI-KEY-99887766")
+    pin = nf.Secret("pin-otel-5555-6666")
+    with ChatServer(api_key=str.__str__(key), rate_limit_every=2, retry_after=0.01) as server:
+        flow = nf.Flow("traced_calls")
+
+        @flow.resource
+        def client(OPENAI_KEY: str):
+            return openai.AsyncOpenAI(base_url=server.base_url, api_key=OPENAI_KEY)
+
+        @flow.node
+        async def answer(question: str, client, pin: str) -> str:
+            first = await client.chat.completions.create(
+                model="gpt-otel",
+                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{question} {pin}"}],
+                temperature=0.5,
+            )
+            await client.chat.completions.create(model="gpt-otel", messages=[{"role": "user", "content": "again"}])
+            return first.choices[0].message.content
+
+        run = flow.run(question="q", OPENAI_KEY=key, pin=pin, trace=provider)
+    assert run.status is nf.RunStatus.SUCCEEDED
+    spans = exporter.get_finished_spans()
+    node = next(s for s in spans if s.name == "node answer")
+    calls = [s for s in spans if s.name == "chat gpt-otel"]
+    assert len(calls) == 3  # the first call, the 429 of the second and its retry
+    assert all(s.parent.span_id == node.context.span_id for s in calls)
+    ok = calls[0]
+    a = ok.attributes
+    assert (a["gen_ai.operation.name"], a["gen_ai.request.model"], a["gen_ai.request.temperature"]) == (
+        "chat",
+        "gpt-otel",
+        0.5,
+    )
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (4, 3)  # words, as ChatServer counts
+    assert a["gen_ai.response.finish_reasons"] == ("stop",) and a["openinference.span.kind"] == "LLM"
+    assert json.loads(a["gen_ai.input.messages"])[0] == {"role": "system", "content": "Be brief."}
+    assert [e.name for e in ok.events] == ["gen_ai.system.message", "gen_ai.user.message", "gen_ai.choice"]
+    refused, retried = calls[1], calls[2]
+    assert refused.status.status_code is StatusCode.ERROR and refused.attributes["http.response.status_code"] == 429
+    assert retried.attributes["nbflow.call.retry"] == 1 and retried.status.status_code is StatusCode.UNSET
+    said = "\n".join(
+        "\n".join(
+            [s.name, *map(str, s.attributes.values()), *(str(v) for e in s.events for v in e.attributes.values())]
+        )
+        for s in spans
+    )
+    assert str.__str__(key) not in said and str.__str__(pin) not in said
+    assert "q [REDACTED]" in said
+    provider.shutdown()
