@@ -18,9 +18,11 @@ attempt's ``stream`` and the live run view redraws (throttled).
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -42,6 +44,7 @@ __all__ = [
     "record_call",
     "scrubber",
     "stream",
+    "streaming_node",
     "where_now",
 ]
 
@@ -381,18 +384,61 @@ def stream(chunk: Any) -> None:
     """Show ``chunk`` (text) as part of this node's output while it runs: the live run view shows the text
     growing (redrawn at most once per ``nf.config.redraw_interval``). The node's output is still what it
     returns. Cheap where nothing watches (a batch row). Raises RunnerError outside a running node."""
-    where = CURRENT_NODE.get()
-    rec = None if where is None else where.node
-    if rec is None or not rec.attempts:
-        raise RunnerError(
-            "nf.stream() shows a running node's output as it grows, so it works inside a node of a running flow "
-            "(call it in a function decorated with @flow.node)"
-        )
-    attempt = rec.attempts[-1]
+    where, attempt = _stream_target("nf.stream()")
     if attempt.stream is None:
         attempt.stream = []
     attempt.stream.append(chunk if isinstance(chunk, str) else str(chunk))
     notice(where)
+
+
+def _stream_target(who: str) -> tuple[Any, Any]:
+    where = CURRENT_NODE.get()
+    rec = None if where is None else where.node
+    if rec is None or not rec.attempts:
+        raise RunnerError(
+            f"{who} shows a running node's output as it grows, so it works inside a node of a running flow "
+            f"(call it in a function decorated with @flow.node)"
+        )
+    return where, rec.attempts[-1]
+
+
+_STREAM_OF = re.compile(r"^\s*(?:typing\.|collections\.abc\.)?Async(?:Iterator|Iterable|Generator)\[\s*str\s*[\],]")
+
+
+def streaming_node(func: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..., Any]:
+    """An ``async def`` node with ``yield`` as a node function: each yielded chunk is streamed
+    (``nf.stream``) as it comes; the output is the chunks joined when all are text, else their list.
+
+    The return hint ``AsyncIterator[str]`` (or ``AsyncGenerator[str, ...]``) becomes ``str`` for the
+    output's validation; another one is not checked (the output is then a list).
+    """
+
+    @functools.wraps(func)
+    async def run_streaming(*args: Any, **kwargs: Any) -> Any:
+        chunks: list[Any] = []
+        gen = func(*args, **kwargs)
+        where = attempt = None
+        try:
+            async for chunk in gen:
+                if attempt is None:
+                    where, attempt = _stream_target(f"the streaming node {func.__name__!r}")
+                    if attempt.stream is None:
+                        attempt.stream = []
+                chunks.append(chunk)
+                attempt.stream.append(chunk if isinstance(chunk, str) else str(chunk))
+                notice(where)
+        finally:
+            await gen.aclose()
+        if all(type(c) is str or isinstance(c, str) for c in chunks):
+            return "".join(chunks)
+        return chunks
+
+    hints = {k: v for k, v in getattr(func, "__annotations__", {}).items() if k != "return"}
+    returns = getattr(func, "__annotations__", {}).get("return")
+    if _STREAM_OF.match(returns) if isinstance(returns, str) else getattr(returns, "__args__", (None,))[0] is str:
+        hints["return"] = str
+    run_streaming.__annotations__ = hints
+    return run_streaming
 
 
 def notice(where: Any) -> None:
