@@ -215,10 +215,29 @@ def where_now() -> tuple[Any, Any, Any, Any] | None:
     return where, rec, attempts[-1], ROW.get()
 
 
-def scrubber(extra: tuple[str, ...] = ()) -> Redactor | None:
-    """What removes secrets' texts from a call: every ``nf.Secret`` made so far, and ``extra`` (an API key)."""
-    texts = [*_MARKED, *(s for s in extra if isinstance(s, str))]
-    return Redactor(texts) if texts else None
+_SCRUBBERS: dict[tuple[int, tuple[str, ...]], Redactor | None] = {}
+
+
+def scrubber(extra: tuple[str, ...] = (), *raw: bytes | str) -> Redactor | None:
+    """What removes secrets' texts from a call: every ``nf.Secret`` made so far, and ``extra`` (an API key).
+
+    ``raw``: the call's texts as they came (request and response bodies): None when no secret's text is in
+    them (the common case: nothing to copy). A secret JSON would write escaped is always looked for.
+    """
+    key = (len(_MARKED), extra)  # (the set of marked secrets only grows)
+    if key in _SCRUBBERS:
+        scrub = _SCRUBBERS[key]
+    else:
+        texts = [*_MARKED, *(s for s in extra if isinstance(s, str))]
+        scrub = Redactor(texts) if texts else None
+        if len(_SCRUBBERS) > 64:
+            _SCRUBBERS.clear()
+        _SCRUBBERS[key] = scrub
+    if scrub is None or not raw:
+        return scrub
+    if any(not t.isascii() or not t.isprintable() or '"' in t or "\\" in t for t in scrub._ordered):
+        return scrub
+    return scrub if any(scrub.found_in(r) for r in raw) else None
 
 
 def add_call(at: tuple[Any, Any, Any, Any], call: Call, scrub: Redactor | None) -> Call:
@@ -417,16 +436,18 @@ def streaming_node(func: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..
     async def run_streaming(*args: Any, **kwargs: Any) -> Any:
         chunks: list[Any] = []
         gen = func(*args, **kwargs)
-        where = attempt = None
+        where, attempt = _stream_target(f"the streaming node {func.__name__!r}")
+        if attempt.stream is None:
+            attempt.stream = []
+        shown = attempt.stream.append
+        run = where.run
+        root = run._root if run is not None else run
         try:
             async for chunk in gen:
-                if attempt is None:
-                    where, attempt = _stream_target(f"the streaming node {func.__name__!r}")
-                    if attempt.stream is None:
-                        attempt.stream = []
                 chunks.append(chunk)
-                attempt.stream.append(chunk if isinstance(chunk, str) else str(chunk))
-                notice(where)
+                shown(chunk if type(chunk) is str else str(chunk))
+                if root is not None and root._armed:  # a live view watches: it redraws (throttled)
+                    notice(where)
         finally:
             await gen.aclose()
         if all(type(c) is str or isinstance(c, str) for c in chunks):
