@@ -35,6 +35,7 @@ __all__ = [
     "CALL_COLUMNS",
     "Call",
     "CallError",
+    "NodeStream",
     "RequestInfo",
     "add_call",
     "call_dict",
@@ -100,6 +101,8 @@ class Call:
     error: str | None = None
     streamed: bool = False
     response_id: str | None = None
+    reported: bool = False
+    """``nf.usage`` was given this call too (it counted once)."""
 
     def __setstate__(self, state: Any) -> None:
         for f in fields(self):  # a call stored by an older nbflow lacks the fields added since
@@ -424,6 +427,12 @@ def _stream_target(who: str) -> tuple[Any, Any]:
 _STREAM_OF = re.compile(r"^\s*(?:typing\.|collections\.abc\.)?Async(?:Iterator|Iterable|Generator)\[\s*str\s*[\],]")
 
 
+class NodeStream(list[str]):
+    """An attempt's ``stream`` while an async generator node runs: it shows what the node yields."""
+
+    __slots__ = ()
+
+
 def streaming_node(func: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..., Any]:
     """An ``async def`` node with ``yield`` as a node function: each yielded chunk is streamed
     (``nf.stream``) as it comes; the output is the chunks joined when all are text, else their list.
@@ -437,8 +446,8 @@ def streaming_node(func: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..
         chunks: list[Any] = []
         gen = func(*args, **kwargs)
         where, attempt = _stream_target(f"the streaming node {func.__name__!r}")
-        if attempt.stream is None:
-            attempt.stream = []
+        # What the node yields is what it shows: a recorded client's stream inside it is not shown twice.
+        attempt.stream = NodeStream(attempt.stream or ())
         shown = attempt.stream.append
         run = where.run
         root = run._root if run is not None else run
@@ -449,6 +458,7 @@ def streaming_node(func: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..
                 if root is not None and root._armed:  # a live view watches: it redraws (throttled)
                     notice(where)
         finally:
+            attempt.stream = list(attempt.stream)
             await gen.aclose()
         if all(type(c) is str or isinstance(c, str) for c in chunks):
             return "".join(chunks)

@@ -128,10 +128,11 @@ def usage(
     if model is not None and not isinstance(model, str):
         raise UsageError(f"nf.usage(model=...) is the model's name, a string; got {model!r}")
     attempt = rec.attempts[-1]
-    if report is not None and attempt.calls:  # a call the transcript hook already counted: only its cost is new
-        rid = _field(report, "id")
-        call = next((c for c in attempt.calls if rid is not None and c.response_id == rid), None)
+    if attempt.calls:  # the transcript already counted this call (an nf.recorded client): only its cost is new
+        rid = _field(report, "id") if report is not None else None
+        call = _recorded_call(attempt.calls, rid, n_in, n_out)
         if call is not None:
+            call.reported = True
             if cost is not None and call.cost is None:
                 call.cost = float(cost)
                 if attempt.usage is not None and attempt.usage.uncosted:
@@ -148,6 +149,19 @@ def usage(
         None if cost is None else float(cost),
         model,
     )
+
+
+def _recorded_call(calls: list[Any], rid: Any, n_in: int, n_out: int) -> Any:
+    """The recorded call ``nf.usage`` reports again: the one with the response's id, else (a usage object or
+    numbers) the first not reported yet with the same token counts; None when it is another call."""
+    for c in calls:
+        if rid is not None and c.response_id == rid:
+            return c
+    if rid is None:
+        for c in calls:
+            if not c.reported and c.input_tokens == n_in and c.output_tokens == n_out:
+                return c
+    return None
 
 
 def check_cost(cost: Any, who: str) -> None:

@@ -25,7 +25,17 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from nbflow._core.calls import Call, CallError, add_call, notice, parse_request, parse_response, scrubber, where_now
+from nbflow._core.calls import (
+    Call,
+    CallError,
+    NodeStream,
+    add_call,
+    notice,
+    parse_request,
+    parse_response,
+    scrubber,
+    where_now,
+)
 
 __all__ = ["recorded", "wants_recording"]
 
@@ -207,9 +217,12 @@ class _Pending:
     def grow(self, piece: str) -> bool:
         self.text.append(piece)
         attempt = self.at[2]
-        if attempt.stream is None:
-            attempt.stream = []
-        attempt.stream.append(piece)
+        shown = attempt.stream
+        if shown is None:
+            shown = attempt.stream = []
+        elif type(shown) is NodeStream:  # a streaming node: it shows what it yields
+            return False
+        shown.append(piece)
         return True
 
     def take(self, found: Mapping[str, Any]) -> None:

@@ -254,11 +254,14 @@ def test_usage_of_a_recorded_response_is_counted_once(server):
     async def answer(q: str) -> str:
         r = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": q}])
         nf.usage(r, cost=0.01)  # what the docs showed before transcripts: still right, not doubled
+        again = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        nf.usage(again.usage, cost=0.02)  # its usage object (no id): matched by its counts
+        nf.usage(input_tokens=7, output_tokens=1, cost=0.5)  # another client's call: counted
         return r.choices[0].message.content
 
     df = flow.batch([{"q": "a b"}, {"q": "c"}])
-    assert list(df.input_tokens) == [2, 1] and list(df.output_tokens) == [3, 2]
-    assert list(df.cost) == [0.01, 0.01]
+    assert list(df.input_tokens) == [2 + 1 + 7, 1 + 1 + 7] and list(df.output_tokens) == [3 + 2 + 1, 2 + 2 + 1]
+    assert list(df.cost) == [pytest.approx(0.53), pytest.approx(0.53)]
 
 
 def test_batch_rows_keep_their_transcripts_in_a_store(server, tmp_path):
