@@ -148,14 +148,16 @@ class _Pending:
         self.call.status_code = response.status_code
         self.sse = response.status_code < 400 and "text/event-stream" in response.headers.get("content-type", "")
 
-    def read_already(self, response: Any) -> bool:
-        """True (and the call recorded) when the transport gave the body whole, read already."""
+    def attach(self, response: Any, body: Any) -> Any:
+        """Watch ``response``'s body as it is read (``body``: the sync or async wrapper); returns ``response``."""
+        self.respond(response)
         content = getattr(response, "_content", None)
-        if content is None:
-            return False
-        self.feed(content)
-        self.finish()
-        return True
+        if content is not None:  # a body given whole, read already (a test transport): recorded now
+            self.feed(content)
+            self.finish()
+        else:
+            response.stream = body(response.stream, self)
+        return response
 
     def feed(self, chunk: bytes) -> None:
         if not self.sse:
@@ -334,7 +336,7 @@ def _transports(mod: ModuleType) -> tuple[Any, Any]:
             finally:
                 self.pending.finish()
 
-    class _SyncRecording(mod.BaseTransport):  # type: ignore[name-defined]
+    class _Recording:
         def __init__(self, inner: Any, keys: tuple[str, ...], prices: Any) -> None:
             self.inner = inner
             self.keys = keys
@@ -347,6 +349,7 @@ def _transports(mod: ModuleType) -> tuple[Any, Any]:
                 return inner
             return cls(inner, keys, prices)
 
+    class _SyncRecording(_Recording, mod.BaseTransport):  # type: ignore[name-defined]
         def handle_request(self, request: Any) -> Any:
             pending = _begin(request, self.keys, self.prices)
             if pending is None:
@@ -356,23 +359,12 @@ def _transports(mod: ModuleType) -> tuple[Any, Any]:
             except BaseException as exc:
                 pending.failed(exc)
                 raise
-            pending.respond(response)
-            if pending.read_already(response):  # a body given whole (a test transport): recorded now
-                return response
-            response.stream = _SyncBody(response.stream, pending)
-            return response
+            return pending.attach(response, _SyncBody)
 
         def close(self) -> None:
             self.inner.close()
 
-    class _AsyncRecording(mod.AsyncBaseTransport):  # type: ignore[name-defined]
-        def __init__(self, inner: Any, keys: tuple[str, ...], prices: Any) -> None:
-            self.inner = inner
-            self.keys = keys
-            self.prices = prices
-
-        around: Any = classmethod(_SyncRecording.around.__func__)  # type: ignore[attr-defined]
-
+    class _AsyncRecording(_Recording, mod.AsyncBaseTransport):  # type: ignore[name-defined]
         async def handle_async_request(self, request: Any) -> Any:
             pending = _begin(request, self.keys, self.prices)
             if pending is None:
@@ -382,11 +374,7 @@ def _transports(mod: ModuleType) -> tuple[Any, Any]:
             except BaseException as exc:
                 pending.failed(exc)
                 raise
-            pending.respond(response)
-            if pending.read_already(response):  # a body given whole (a test transport): recorded now
-                return response
-            response.stream = _AsyncBody(response.stream, pending)
-            return response
+            return pending.attach(response, _AsyncBody)
 
         async def aclose(self) -> None:
             await self.inner.aclose()
