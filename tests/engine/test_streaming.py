@@ -162,3 +162,28 @@ async def test_an_openai_stream_grows_in_the_inspector_and_its_transcript_shows(
     assert run["story"] == "echo: one two three four five six"
     snapshot = view.snapshot_html()
     assert "transcript" in snapshot and "echo: one two three four five six" in snapshot
+
+
+async def test_a_sync_node_streaming_from_its_thread_grows_in_the_inspector(comm_log: list[Any]) -> None:
+    import threading
+
+    steps = [threading.Event() for _ in range(2)]
+    flow = nf.Flow("thread_stream")
+
+    @flow.node(thread=True)
+    def think(q: str) -> str:
+        for n, step in enumerate(steps):
+            nf.stream(f"thought {n}; ")
+            assert step.wait(30)
+        return "done"
+
+    handle = flow.start(q="x", show=False)
+    view = RunView(handle, interval=0)
+    view.select("think")
+    await _wait_for(lambda: "thought 0;" in view.inspector, "the first thought")
+    assert "thought 1;" not in view.inspector
+    steps[0].set()
+    await _wait_for(lambda: "thought 1;" in view.inspector, "the second thought, from the worker thread")
+    steps[1].set()
+    run = await handle
+    assert run["think"] == "done"
