@@ -10,7 +10,8 @@ record) and leaves the others NULL. A run stored either way is turned into the h
 layout when it is resumed (``claim``), before anything else changes. Files of schema 1 and 2 are migrated
 in place when opened writable, in one transaction (schema 1's column is added; the version is raised; every
 stored run keeps its layout, which schema 3 reads as it is); a read-only copy is read as it is; an older
-nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow").
+nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow"). Schema 4: an attempt may carry the
+model calls of its transcript (docs/transcripts.md); schema 3 files are migrated by the version number.
 Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
@@ -62,7 +63,10 @@ __all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_
 # 3: a record may also be a run's compact record (``_compact_record``: the run's header in it too, its header
 # row then binds five columns); files of schema 1 and 2 are migrated on open (the version number alone: their
 # rows are read as they are), and an older nbflow refuses a schema 3 file (it would misread a compact record).
-SCHEMA_VERSION = 3
+# 4: an attempt's entry in a node's detail may hold a 6th value, its transcript's calls (``_attempt_row``);
+# files of schema 1 to 3 are migrated by the version number alone, and an older nbflow refuses a schema 4
+# file (it would fail to read such an attempt).
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -112,7 +116,7 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         return  # a read-only copy (sqlite.open_db) is read as it is: an older file has no record column
     _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
-    if row is not None and int(row[0]) < SCHEMA_VERSION:  # schema 1 and 2: their runs stay as they are
+    if row is not None and int(row[0]) < SCHEMA_VERSION:  # schema 1 to 3: their runs stay as they are
         db.execute("UPDATE nbflow_meta SET value=? WHERE key='checkpoint_schema'", (str(SCHEMA_VERSION),))
 
 
