@@ -391,3 +391,23 @@ def test_calls_are_exported_as_opentelemetry_genai_spans_without_secrets():
     assert str.__str__(key) not in said and str.__str__(pin) not in said
     assert "q [REDACTED]" in said
     provider.shutdown()
+
+
+def test_bad_clients_and_prices_are_refused_and_a_response_object_can_be_given(server):
+    with pytest.raises(nf.CallError, match=r"nf.recorded\(client\) records an openai SDK client.*nf.record_call"):
+        nf.recorded(object())
+    with pytest.raises(nf.CallError, match="two numbers >= 0"):
+        nf.recorded(openai.OpenAI(base_url=server.base_url, api_key=server.api_key), prices={"m": (1.0,)})
+    plain = openai.OpenAI(base_url=server.base_url, api_key=server.api_key)  # not recorded
+    flow = nf.Flow("given_response")
+
+    @flow.node
+    def ask(q: str) -> str:
+        messages = [{"role": "user", "content": q}]
+        r = plain.chat.completions.create(model="m", messages=messages)
+        nf.record_call(messages=messages, response=r, latency=0.1)  # the SDK's response object as it is
+        return r.choices[0].message.content
+
+    c = flow.run(q="hello").calls("ask").iloc[0]
+    assert (c.model, c.content, c.finish_reason, c.input_tokens, c.output_tokens) == ("m", "echo: hello", "stop", 1, 2)
+    assert c.response_id.startswith("chatcmpl-")
