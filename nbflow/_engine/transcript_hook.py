@@ -249,7 +249,7 @@ class _Pending:
                 call.content = "".join(self.text)
             if call.tool_calls is None and self.tools:
                 call.tool_calls = [self.tools[i] for i in sorted(self.tools)]
-        elif self.buf and call.status_code is not None:
+        elif self.buf and call.status_code is not None and len(self.buf) <= _MAX_BODY:
             try:
                 body = json.loads(bytes(self.buf))
             except ValueError:
