@@ -187,3 +187,23 @@ async def test_a_sync_node_streaming_from_its_thread_grows_in_the_inspector(comm
     steps[1].set()
     run = await handle
     assert run["think"] == "done"
+
+
+async def test_a_sync_node_with_a_retry_policy_streams_live_too(comm_log: list[Any]) -> None:
+    import threading
+
+    step = threading.Event()
+    flow = nf.Flow("policy_stream")
+
+    @flow.node(thread=True, retry=nf.Retry(attempts=2))  # the policy path: its node is pinned, not a worker's
+    def think(q: str) -> str:
+        nf.stream("first; ")
+        assert step.wait(30)
+        return "done"
+
+    handle = flow.start(q="x", show=False)
+    view = RunView(handle, interval=0)
+    view.select("think")
+    await _wait_for(lambda: "first;" in view.inspector, "the streamed text, from the worker thread")
+    step.set()
+    assert (await handle)["think"] == "done"
