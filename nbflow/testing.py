@@ -15,7 +15,8 @@ function of the messages. An answer that is a dict ``{"tool_calls": [{"name": ..
 is answered as tool calls (``finish_reason`` ``"tool_calls"``). ``stream=True`` is answered with
 server-sent events, one chunk per word, ``stream_delay`` seconds apart (chat: ``chat.completion.chunk``
 events, the usage last with ``stream_options={"include_usage": True}``; responses: ``response.output_text.delta``
-events, then ``response.completed``). Faults for resilience tests: ``latency`` seconds per request (a number or
+events, then ``response.completed``). ``gzip=True`` compresses answers for a client that accepts it (as
+real APIs do; streams too, each event flushed). Faults for resilience tests: ``latency`` seconds per request (a number or
 ``(low, high)``), ``error_rate`` (a share of 500 responses, seeded), ``rate_limit_every=n`` (every
 n-th request gets 429 with ``Retry-After: retry_after``), ``malformed_every=n`` (every n-th gets a
 200 with broken JSON). ``api_key`` is required as ``Authorization: Bearer ...`` (401 otherwise).
@@ -27,11 +28,13 @@ Run one for a notebook: ``python -m nbflow.testing --port 8000``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,6 +62,7 @@ class ChatServer:
         port: int = 0,
         seed: int = 0,
         stream_delay: float = 0.0,
+        gzip: bool = False,
     ) -> None:
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"ChatServer(error_rate={error_rate!r}): a share between 0 and 1")
@@ -74,6 +78,7 @@ class ChatServer:
         self.api_key = api_key
         self.model = model
         self.stream_delay = stream_delay
+        self.gzip = gzip
         self.streamed = 0
         self.requests = 0
         self.completions = 0
@@ -166,7 +171,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def _gzip(self) -> bool:
+        """Compress this answer (``ChatServer(gzip=True)`` and a client that accepts it, as real APIs do)."""
+        return self.server.chat.gzip and "gzip" in (self.headers.get("Accept-Encoding") or "")
+
     def _send(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        if self._gzip():
+            body = gzip.compress(body)
+            headers = {**(headers or {}), "Content-Encoding": "gzip"}
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -286,6 +298,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
+        packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS) if self._gzip() else None
+        if packer is not None:
+            self.send_header("Content-Encoding", "gzip")
         self.end_headers()
         for n, event in enumerate(events):
             if n and delay > 0:
@@ -293,6 +308,10 @@ class _Handler(BaseHTTPRequestHandler):
             data = event if isinstance(event, str) else json.dumps(event)
             kind = "" if isinstance(event, str) or "type" not in event else f"event: {event['type']}\n"
             piece = f"{kind}data: {data}\n\n".encode()
+            if packer is not None:  # each event flushed: the client can read it at once
+                piece = packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH)
+                if n == len(events) - 1:
+                    piece += packer.flush()
             self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")

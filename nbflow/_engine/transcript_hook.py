@@ -17,10 +17,12 @@ only when a client is recorded.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import ModuleType
 from typing import Any
@@ -115,7 +117,23 @@ def _check_prices(prices: Any) -> None:
 class _Pending:
     """One request being answered: what becomes its ``Call`` once the response ends."""
 
-    __slots__ = ("at", "buf", "call", "done", "events", "info", "keys", "prices", "raw", "sse", "t0", "text", "tools")
+    __slots__ = (
+        "at",
+        "buf",
+        "call",
+        "done",
+        "events",
+        "info",
+        "keys",
+        "prices",
+        "raw",
+        "sse",
+        "t0",
+        "text",
+        "tools",
+        "unpack",
+        "utf8",
+    )
 
     def __init__(
         self, at: Any, api: str, body: Mapping[str, Any], raw: bytes, retry: int, keys: tuple[str, ...], prices: Any
@@ -142,17 +160,24 @@ class _Pending:
         self.text: list[str] = []
         self.tools: dict[int, dict[str, Any]] = {}
         self.done = False
+        self.unpack: Any = None  # decompresses the body as it passes (Content-Encoding), or None
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # a character split between chunks
 
     # --- the response, as it passes ----------------------------------------------------------------
     def respond(self, response: Any) -> None:
+        headers = response.headers
         self.call.status_code = response.status_code
-        self.sse = response.status_code < 400 and "text/event-stream" in response.headers.get("content-type", "")
+        self.sse = response.status_code < 400 and "text/event-stream" in headers.get("content-type", "")
+        encoding = headers.get("content-encoding", "").strip().lower()
+        if encoding and encoding != "identity":
+            self.unpack = _unpacker(encoding)
 
     def attach(self, response: Any, body: Any) -> Any:
         """Watch ``response``'s body as it is read (``body``: the sync or async wrapper); returns ``response``."""
         self.respond(response)
         content = getattr(response, "_content", None)
         if content is not None:  # a body given whole, read already (a test transport): recorded now
+            self.unpack = None  # (decoded already)
             self.feed(content)
             self.finish()
         else:
@@ -160,11 +185,19 @@ class _Pending:
         return response
 
     def feed(self, chunk: bytes) -> None:
+        if self.unpack is not None:
+            if self.unpack is False:  # an encoding nbflow cannot read: the call is recorded without its answer
+                return
+            try:
+                chunk = self.unpack(chunk)
+            except Exception:
+                self.unpack = False
+                return
         if not self.sse:
             if len(self.buf) <= _MAX_BODY:
                 self.buf += chunk
             return
-        lines = (self.events + chunk.decode("utf-8", "replace")).split("\n")
+        lines = (self.events + self.utf8.decode(chunk)).split("\n")
         self.events = lines.pop()
         grew = False
         for line in lines:
@@ -272,6 +305,28 @@ class _Pending:
         answered = repr((call.content, call.tool_calls, call.error, call.model, call.finish_reason))
         self.buf = bytearray()
         add_call(self.at, call, scrubber(self.keys, self.raw, answered))
+
+
+def _unpacker(encoding: str) -> Any:
+    """A function decompressing a body chunk by chunk, for a Content-Encoding (False: one nbflow cannot read)."""
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        unzip = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS)
+        return unzip.decompress
+    if encoding == "br":
+        try:
+            import brotli
+
+            return brotli.Decompressor().process
+        except ImportError:
+            return False
+    if encoding == "zstd":
+        try:
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress
+        except ImportError:
+            return False
+    return False
 
 
 def _begin(request: Any, keys: tuple[str, ...], prices: Any) -> _Pending | None:

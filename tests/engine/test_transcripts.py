@@ -411,3 +411,26 @@ def test_bad_clients_and_prices_are_refused_and_a_response_object_can_be_given(s
     c = flow.run(q="hello").calls("ask").iloc[0]
     assert (c.model, c.content, c.finish_reason, c.input_tokens, c.output_tokens) == ("m", "echo: hello", "stop", 1, 2)
     assert c.response_id.startswith("chatcmpl-")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_compressed_answers_are_read_as_real_apis_send_them(stream):
+    with ChatServer(gzip=True, answers={"héllo": "ünïcode ✓ answer"}) as server:
+        flow = nf.Flow("gzipped")
+
+        @flow.resource
+        def llm():
+            return openai.AsyncOpenAI(base_url=server.base_url, api_key=server.api_key)
+
+        @flow.node
+        async def answer(q: str, llm) -> str:
+            if not stream:
+                r = await llm.chat.completions.create(model="m", messages=[{"role": "user", "content": q}])
+                return r.choices[0].message.content
+            s = await llm.chat.completions.create(model="m", messages=[{"role": "user", "content": q}], stream=True)
+            return "".join([c.choices[0].delta.content or "" async for c in s if c.choices])
+
+        run = flow.run(q="héllo")
+    c = run.calls("answer").iloc[0]
+    assert run["answer"] == "ünïcode ✓ answer" == c.content and pd.isna(c.error)
+    assert c.finish_reason == "stop" and bool(c.streamed) is stream
