@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from nbflow._batch.experiments import load_batch as load_batch
     from nbflow._batch.explore import explore as explore
     from nbflow._batch.summary import summarize as summarize
+    from nbflow._core.calls import CallError as CallError
+    from nbflow._core.calls import record_call as record_call
+    from nbflow._core.calls import stream as stream
     from nbflow._core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
     from nbflow._core.clock import Clock as Clock
     from nbflow._core.clock import FakeClock as FakeClock
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from nbflow._core.errors import UnknownInputError as UnknownInputError
     from nbflow._core.errors import UnknownNodeError as UnknownNodeError
     from nbflow._core.events import Event as Event
+    from nbflow._core.events import NodeCall as NodeCall
     from nbflow._core.events import NodeCancelled as NodeCancelled
     from nbflow._core.events import NodeEvent as NodeEvent
     from nbflow._core.events import NodeFailed as NodeFailed
@@ -91,6 +95,7 @@ if TYPE_CHECKING:
     from nbflow._dsl.policies import is_transient as is_transient
     from nbflow._engine.ask import ask as ask
     from nbflow._engine.kernel import RunHandle as RunHandle
+    from nbflow._engine.transcript_hook import recorded as recorded
     from nbflow._flow.flow import Flow as Flow
     from nbflow._record.batch_progress import BatchProgress as BatchProgress
     from nbflow._record.run import Attempt as Attempt
@@ -115,6 +120,9 @@ _EXPORTS: dict[str, str] = {
     "load_batch": "nbflow._batch.experiments",
     "explore": "nbflow._batch.explore",
     "summarize": "nbflow._batch.summary",
+    "CallError": "nbflow._core.calls",
+    "record_call": "nbflow._core.calls",
+    "stream": "nbflow._core.calls",
     "SYSTEM_CLOCK": "nbflow._core.clock",
     "Clock": "nbflow._core.clock",
     "FakeClock": "nbflow._core.clock",
@@ -153,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownInputError": "nbflow._core.errors",
     "UnknownNodeError": "nbflow._core.errors",
     "Event": "nbflow._core.events",
+    "NodeCall": "nbflow._core.events",
     "NodeCancelled": "nbflow._core.events",
     "NodeEvent": "nbflow._core.events",
     "NodeFailed": "nbflow._core.events",
@@ -190,6 +199,7 @@ _EXPORTS: dict[str, str] = {
     "is_transient": "nbflow._dsl.policies",
     "ask": "nbflow._engine.ask",
     "RunHandle": "nbflow._engine.kernel",
+    "recorded": "nbflow._engine.transcript_hook",
     "Flow": "nbflow._flow.flow",
     "BatchProgress": "nbflow._record.batch_progress",
     "Attempt": "nbflow._record.run",
@@ -215,6 +225,7 @@ __all__ = [
     "BatchInterrupted",
     "BatchProgress",
     "BatchStore",
+    "CallError",
     "CheckpointStore",
     "Clock",
     "ConfigError",
@@ -243,6 +254,7 @@ __all__ = [
     "NbflowError",
     "NbflowWarning",
     "NodeCache",
+    "NodeCall",
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",
@@ -297,6 +309,9 @@ __all__ = [
     "load_batch",
     "load_run",
     "optional",
+    "record_call",
+    "recorded",
+    "stream",
     "summarize",
     "usage",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import re
 import threading
 import traceback
@@ -30,6 +31,7 @@ from nbflow._core.config import check_trace
 from nbflow._core.errors import ConfigError
 from nbflow._core.events import (
     Event,
+    NodeCall,
     NodeCancelled,
     NodeEvent,
     NodeFailed,
@@ -365,6 +367,57 @@ class RunTracer:
                     held.span.set_attribute("error.type", type(self.run.nodes[failed[0]].error).__name__)
             self._end(held, event.time, {"nbflow.status": status, "nbflow.reason": event.reason})
 
+    def _call(self, path: str, event: NodeCall, parent: Any) -> None:
+        """A model call of the node (its transcript): a child span of the node's, as the OpenTelemetry GenAI
+        conventions describe an inference (``chat {model}``), with the messages as events."""
+        c = event.call
+        op = "chat" if c.api in ("chat", "responses") else "text_completion" if c.api == "completions" else c.api
+        params = c.params if isinstance(c.params, Mapping) else {}
+        attrs: dict[str, Any] = {
+            "nbflow.node": path,
+            "nbflow.attempt": event.attempt,
+            "openinference.span.kind": "LLM",
+            "gen_ai.operation.name": op,
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": c.model,
+            "gen_ai.response.model": c.model,
+            "gen_ai.response.id": c.response_id,
+            "gen_ai.usage.input_tokens": c.input_tokens,
+            "gen_ai.usage.output_tokens": c.output_tokens,
+            "nbflow.usage.cost": c.cost,
+            "nbflow.call.api": c.api,
+            "nbflow.call.retry": c.retry,
+            "nbflow.call.streamed": c.streamed,
+            "http.response.status_code": c.status_code,
+        }
+        for key in ("temperature", "max_tokens", "top_p", "seed", "frequency_penalty", "presence_penalty"):
+            value = params.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                attrs[f"gen_ai.request.{key}"] = value
+        output: dict[str, Any] = {"role": "assistant", "content": c.content}
+        if c.tool_calls:
+            output["tool_calls"] = c.tool_calls
+        attrs["gen_ai.input.messages"] = json.dumps(c.messages, default=str)
+        attrs["gen_ai.output.messages"] = json.dumps([output], default=str)
+        span = self._start(f"{op} {c.model or ''}".strip(), c.started_at, attrs, parent)
+        if c.finish_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", (self._text(str(c.finish_reason)),))
+        for message in c.messages if isinstance(c.messages, list) else ():
+            role = message.get("role", "user") if isinstance(message, Mapping) else "user"
+            content = message.get("content") if isinstance(message, Mapping) else message
+            kind = role if role in ("system", "user", "assistant", "tool") else "user"
+            text = content if isinstance(content, str) else json.dumps(content, default=str)
+            span.add_event(f"gen_ai.{kind}.message", self._clean({"content": text}), timestamp=_ns(c.started_at))
+        end = c.started_at + (c.latency or 0.0)
+        if c.error is None:
+            choice = {"index": 0, "finish_reason": c.finish_reason, "message": json.dumps(output, default=str)}
+            span.add_event("gen_ai.choice", self._clean(choice), timestamp=_ns(end))
+        else:
+            kind = f"http {c.status_code}" if c.status_code else c.error.partition(":")[0]
+            span.set_attribute("error.type", self._text(kind))
+            span.set_status(self._Status(self._StatusCode.ERROR, self._text(c.error)))
+        span.end(end_time=_ns(end))
+
     def _node(self, event: NodeEvent) -> None:
         path = event.node
         attrs: dict[str, Any]
@@ -398,6 +451,9 @@ class RunTracer:
                 total[2] += event.cost
                 attrs["nbflow.usage.cost"] = total[2]
             held.span.set_attributes(self._clean(attrs))
+        elif isinstance(event, NodeCall):
+            held = self.nodes.get(_ITEM.sub("", path)) or self.run_span
+            self._call(path, event, None if held is None else held.span)
         elif isinstance(event, NodeSucceeded):
             attrs = {"nbflow.status": "succeeded"}
             if event.cached:

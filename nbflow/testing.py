@@ -8,14 +8,20 @@ the real ``openai`` SDK (or ``httpx``) at ``server.base_url``::
     with ChatServer(latency=0.05, rate_limit_every=10) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key=server.api_key)
 
-It answers ``POST /v1/chat/completions`` (and ``GET /v1/models``) with the last user message echoed
+It answers ``POST /v1/chat/completions``, ``POST /v1/responses`` (the responses API: ``input`` and
+``instructions`` read as messages) and ``GET /v1/models`` with the last user message echoed
 (``echo:`` prefix), or with ``answers``: a dict from the last user message to the answer, or a
-function of the messages. Faults for resilience tests: ``latency`` seconds per request (a number or
+function of the messages. An answer that is a dict ``{"tool_calls": [{"name": ..., "arguments": ...}]}``
+is answered as tool calls (``finish_reason`` ``"tool_calls"``). ``stream=True`` is answered with
+server-sent events, one chunk per word, ``stream_delay`` seconds apart (chat: ``chat.completion.chunk``
+events, the usage last with ``stream_options={"include_usage": True}``; responses: ``response.output_text.delta``
+events, then ``response.completed``). ``gzip=True`` compresses answers for a client that accepts it (as
+real APIs do; streams too, each event flushed). Faults for resilience tests: ``latency`` seconds per request (a number or
 ``(low, high)``), ``error_rate`` (a share of 500 responses, seeded), ``rate_limit_every=n`` (every
 n-th request gets 429 with ``Retry-After: retry_after``), ``malformed_every=n`` (every n-th gets a
 200 with broken JSON). ``api_key`` is required as ``Authorization: Bearer ...`` (401 otherwise).
 Counters: ``requests``, ``completions``, ``connections`` (TCP connections accepted: keep-alive reuses
-them), ``max_in_flight``. Streaming (``stream=True``) is not implemented (refused with 400).
+them), ``max_in_flight``, ``streamed`` (requests answered as a stream).
 
 Run one for a notebook: ``python -m nbflow.testing --port 8000``.
 
@@ -28,11 +34,13 @@ loaded by pytest on its own). See docs/testing.md.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -45,7 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatServer", "FakeClock", "assert_outputs", "run_flow"]
 
-Answers = Mapping[str, str] | Callable[[list[dict[str, Any]]], str] | None
+Answer = str | dict[str, Any]
+Answers = Mapping[str, Answer] | Callable[[list[dict[str, Any]]], Answer] | None
 
 
 class ChatServer:
@@ -64,6 +73,8 @@ class ChatServer:
         model: str = "nbflow-test",
         port: int = 0,
         seed: int = 0,
+        stream_delay: float = 0.0,
+        gzip: bool = False,
     ) -> None:
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"ChatServer(error_rate={error_rate!r}): a share between 0 and 1")
@@ -78,6 +89,9 @@ class ChatServer:
         self.malformed_every = malformed_every
         self.api_key = api_key
         self.model = model
+        self.stream_delay = stream_delay
+        self.gzip = gzip
+        self.streamed = 0
         self.requests = 0
         self.completions = 0
         self.connections = 0
@@ -133,12 +147,13 @@ class ChatServer:
                 return "500", delay
             return "ok", delay
 
-    def _answer(self, messages: list[dict[str, Any]]) -> str:
-        last = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    def _answer(self, messages: list[dict[str, Any]]) -> Answer:
+        last = next((m.get("content") for m in reversed(messages) if m.get("role", "user") == "user"), "")
         if not isinstance(last, str):  # content parts: join their text
             last = " ".join(p.get("text", "") for p in last or [] if isinstance(p, dict))
         if callable(self.answers):
-            return str(self.answers(messages))
+            found = self.answers(messages)
+            return found if isinstance(found, dict) else str(found)
         if self.answers is not None and last in self.answers:
             return self.answers[last]
         return f"echo: {last}"
@@ -170,7 +185,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def _gzip(self) -> bool:
+        """Compress this answer (``ChatServer(gzip=True)`` and a client that accepts it, as real APIs do)."""
+        return self.server.chat.gzip and "gzip" in (self.headers.get("Accept-Encoding") or "")
+
     def _send(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        if self._gzip():
+            body = gzip.compress(body)
+            headers = {**(headers or {}), "Content-Encoding": "gzip"}
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -207,19 +229,17 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         if not self._authorized():
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        path = self.path.rstrip("/")
+        api = "chat" if path.endswith("/chat/completions") else "responses" if path.endswith("/responses") else None
+        if api is None:
             self._error(404, f"no route {self.path}", "invalid_request_error")
             return
         try:
             payload = json.loads(raw or b"{}")
-            messages = payload["messages"]
-        except (ValueError, KeyError):
-            self._error(400, "the body must be JSON with a 'messages' list", "invalid_request_error")
-            return
-        if payload.get("stream"):
-            self._error(
-                400, "nbflow.testing.ChatServer does not stream; call without stream=True", "invalid_request_error"
-            )
+            messages = payload["messages"] if api == "chat" else _input_messages(payload)
+        except (ValueError, KeyError, TypeError):
+            need = "a 'messages' list" if api == "chat" else "an 'input' (a string or a list of messages)"
+            self._error(400, f"the body must be JSON with {need}", "invalid_request_error")
             return
         outcome, delay = chat._decide()
         with chat._lock:
@@ -240,30 +260,240 @@ class _Handler(BaseHTTPRequestHandler):
         if outcome == "malformed":
             self._send(200, b'{"id": "chatcmpl-broken", "choices": [')
             return
-        content = chat._answer(messages)
+        answer = chat._answer(messages)
         with chat._lock:
             chat.completions += 1
+        model = payload.get("model", chat.model)
+        tools = answer.get("tool_calls") if isinstance(answer, dict) else None
+        content = None if tools else str(answer)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        body = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": payload.get("model", chat.model),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": len(content.split()),
-                "total_tokens": prompt_tokens + len(content.split()),
-            },
-        }
+        out_tokens = (
+            len(content.split()) if content else sum(len(str(t.get("arguments", ""))) // 4 for t in tools or ())
+        )
+        if payload.get("stream"):
+            with chat._lock:
+                chat.streamed += 1
+            events = (
+                _chat_events(model, content, tools, prompt_tokens, out_tokens, payload)
+                if api == "chat"
+                else _response_events(model, content, tools, prompt_tokens, out_tokens)
+            )
+            self._stream(events, chat.stream_delay)
+            return
+        if api == "responses":
+            body = _response_body(model, content, tools, prompt_tokens, out_tokens)
+        else:
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if tools:
+                message["tool_calls"] = _chat_tool_calls(tools)
+            body = {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if tools else "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": out_tokens,
+                    "total_tokens": prompt_tokens + out_tokens,
+                },
+            }
         self._send(200, json.dumps(body).encode())
+
+    def _stream(self, events: list[dict[str, Any] | str], delay: float) -> None:
+        """Send ``events`` as server-sent events (chunked), ``delay`` seconds apart."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS) if self._gzip() else None
+        if packer is not None:
+            self.send_header("Content-Encoding", "gzip")
+        self.end_headers()
+        for n, event in enumerate(events):
+            if n and delay > 0:
+                time.sleep(delay)
+            data = event if isinstance(event, str) else json.dumps(event)
+            kind = "" if isinstance(event, str) or "type" not in event else f"event: {event['type']}\n"
+            piece = f"{kind}data: {data}\n\n".encode()
+            if packer is not None:  # each event flushed: the client can read it at once
+                piece = packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH)
+                if n == len(events) - 1:
+                    piece += packer.flush()
+            self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.server.chat._count(200)
+
+
+def _input_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The responses API's ``instructions`` and ``input`` as chat messages."""
+    given = payload["input"]
+    messages = (
+        [{"role": "user", "content": given}] if isinstance(given, str) else [m for m in given if isinstance(m, dict)]
+    )
+    if not isinstance(given, str | list):
+        raise TypeError("input")
+    if payload.get("instructions"):
+        messages.insert(0, {"role": "system", "content": payload["instructions"]})
+    return messages
+
+
+def _chat_tool_calls(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"call_{uuid.uuid4().hex[:8]}",
+            "type": "function",
+            "function": {"name": t["name"], "arguments": _arguments(t)},
+        }
+        for t in tools
+    ]
+
+
+def _arguments(tool: Mapping[str, Any]) -> str:
+    args = tool.get("arguments", {})
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+def _words(content: str) -> list[str]:
+    words = content.split(" ")
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+def _chat_events(
+    model: str,
+    content: str | None,
+    tools: list[dict[str, Any]] | None,
+    n_in: int,
+    n_out: int,
+    payload: Mapping[str, Any],
+) -> list[dict[str, Any] | str]:
+    cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    events: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": ""})]
+    if tools:
+        for i, call in enumerate(_chat_tool_calls(tools)):
+            fn = call["function"]
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": fn["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": fn["arguments"]}}]}))
+    else:
+        events.extend(chunk({"content": w}) for w in _words(content or ""))
+    events.append(chunk({}, "tool_calls" if tools else "stop"))
+    if (payload.get("stream_options") or {}).get("include_usage"):
+        used = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+        events.append(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": used,
+            }
+        )
+    events.append("[DONE]")
+    return events
+
+
+def _response_body(
+    model: str, content: str | None, tools: list[dict[str, Any]] | None, n_in: int, n_out: int
+) -> dict[str, Any]:
+    output: list[dict[str, Any]]
+    if tools:
+        output = [
+            {
+                "type": "function_call",
+                "id": f"fc_{uuid.uuid4().hex[:8]}",
+                "call_id": f"call_{uuid.uuid4().hex[:8]}",
+                "name": t["name"],
+                "arguments": _arguments(t),
+                "status": "completed",
+            }
+            for t in tools
+        ]
+    else:
+        output = [
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex[:12]}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": content, "annotations": []}],
+            }
+        ]
+    return {
+        "id": f"resp_{uuid.uuid4().hex[:12]}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": n_in,
+            "output_tokens": n_out,
+            "total_tokens": n_in + n_out,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def _response_events(
+    model: str, content: str | None, tools: list[dict[str, Any]] | None, n_in: int, n_out: int
+) -> list[dict[str, Any] | str]:
+    body = _response_body(model, content, tools, n_in, n_out)
+    started = {**body, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any] | str] = [{"type": "response.created", "response": started}]
+    item_id = body["output"][0]["id"]
+    if not tools:
+        events.extend(
+            {
+                "type": "response.output_text.delta",
+                "item_id": item_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": w,
+                "logprobs": [],
+            }
+            for w in _words(content or "")
+        )
+    events.append({"type": "response.completed", "response": body})
+    for n, event in enumerate(events):
+        if isinstance(event, dict):
+            event["sequence_number"] = n
+    return events
 
 
 # --- pytest helpers -----------------------------------------------------------------------------

@@ -218,6 +218,23 @@ class NbflowAccessor:
             self._row(None)  # the clear error
         return [self._run_of(frame.iloc[p], frame.index[p]) for p in range(len(frame))]
 
+    def calls(self, i: Any = None, node: str | None = None) -> pd.DataFrame:
+        """The model calls of row ``i`` (an index label, else a position), or of every row whose run was kept
+        (``i=None``: a ``row`` column says which), as ``run.calls(node)`` gives them: the transcript
+        (docs/transcripts.md). The rows' runs must be kept (``keep='all'``, or a ``store=``)."""
+        import pandas as pd
+
+        if i is not None:
+            return self.run(i).calls(node)
+        frames = []
+        for label, run in zip(self._frame.index, self.runs(), strict=True):
+            part = run.calls(node)
+            part.insert(0, "row", label)
+            frames.append(part)
+        if not frames:
+            return self.run(0).calls(node) if len(self._frame) else pd.DataFrame()
+        return pd.concat(frames, ignore_index=True)
+
     def traceback(self, i: Any) -> str | None:
         """The traceback of row ``i``'s failed node (None when the row did not fail)."""
         row = self._row(i)

@@ -13,6 +13,7 @@ from nbflow._core.states import RunStatus
 
 __all__ = [
     "Event",
+    "NodeCall",
     "NodeCancelled",
     "NodeEvent",
     "NodeFailed",
@@ -130,6 +131,18 @@ class NodeUsage(NodeEvent):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost: float | None = None
+    attempt: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCall(NodeEvent):
+    """The node made a model call, now recorded in its transcript (``run.calls(node)``).
+
+    Emitted on the top-level run when something subscribes (tracing); ``call`` is the recorded
+    ``nbflow._core.calls.Call`` (secrets' texts already redacted), ``time`` when it ended.
+    """
+
+    call: Any
     attempt: int | None = None
 
 

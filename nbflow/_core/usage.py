@@ -19,7 +19,17 @@ from typing import Any
 from nbflow._core.errors import NbflowError, RunnerError
 from nbflow._core.events import NodeUsage
 
-__all__ = ["CURRENT_NODE", "ROW", "USAGE_COLUMNS", "Usage", "UsageError", "row_usage", "usage"]
+__all__ = [
+    "CURRENT_NODE",
+    "ROW",
+    "USAGE_COLUMNS",
+    "Usage",
+    "UsageError",
+    "add_usage",
+    "check_cost",
+    "row_usage",
+    "usage",
+]
 
 # Columns a batch adds when its nodes reported usage. ``cost`` is NaN when a call reported no cost.
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost", "failed_tokens", "failed_cost")
@@ -87,7 +97,8 @@ def usage(
     Give the numbers (``input_tokens=``, ``output_tokens=``, ``cost=`` in your currency,
     ``model=``), or an OpenAI-style response or its ``usage`` (``prompt_tokens`` /
     ``completion_tokens``, or ``input_tokens`` / ``output_tokens``; a dict works too); keywords
-    override what the object says. Call it once per model call. Raises UsageError for values it
+    override what the object says. Call it once per model call; a response the node's transcript
+    already recorded (an ``nf.recorded`` client) is counted once: only its ``cost=`` is added. Raises UsageError for values it
     cannot count, RunnerError outside a running node.
     """
     where = CURRENT_NODE.get()  # an object whose ``node`` is the record being run (set by the engine)
@@ -113,31 +124,88 @@ def usage(
         input_tokens = i if input_tokens is None else input_tokens
         output_tokens = o if output_tokens is None else output_tokens
     n_in, n_out = _count(input_tokens, "input_tokens"), _count(output_tokens, "output_tokens")
-    if cost is not None and (
-        isinstance(cost, bool) or not isinstance(cost, numbers.Real) or cost < 0 or not math.isfinite(cost)
-    ):
-        raise UsageError(f"nf.usage(cost=...) is a finite number >= 0 (or None: unknown), got {cost!r}")
+    check_cost(cost, "nf.usage")
     if model is not None and not isinstance(model, str):
         raise UsageError(f"nf.usage(model=...) is the model's name, a string; got {model!r}")
     attempt = rec.attempts[-1]
+    if attempt.calls:  # the transcript already counted this call (an nf.recorded client): only its cost is new
+        rid = _field(report, "id") if report is not None else None
+        call = _recorded_call(attempt.calls, rid, n_in, n_out)
+        if call is not None:
+            call.reported = True
+            if cost is not None and call.cost is None:
+                call.cost = float(cost)
+                if attempt.usage is not None and attempt.usage.uncosted:
+                    attempt.usage.cost += float(cost)
+                    attempt.usage.uncosted -= 1
+            return
+    add_usage(
+        where,
+        rec,
+        attempt,
+        ROW.get(),
+        n_in if input_tokens is not None else None,
+        n_out if output_tokens is not None else None,
+        None if cost is None else float(cost),
+        model,
+    )
+
+
+def _recorded_call(calls: list[Any], rid: Any, n_in: int, n_out: int) -> Any:
+    """The recorded call ``nf.usage`` reports again: the one with the response's id, else (a usage object or
+    numbers) the first not reported yet with the same token counts; None when it is another call."""
+    for c in calls:
+        if rid is not None and c.response_id == rid:
+            return c
+    if rid is None:
+        for c in calls:
+            if not c.reported and c.input_tokens == n_in and c.output_tokens == n_out:
+                return c
+    return None
+
+
+def check_cost(cost: Any, who: str) -> None:
+    """Raise UsageError unless ``cost`` is None or a finite number >= 0."""
+    if cost is not None and (
+        isinstance(cost, bool) or not isinstance(cost, numbers.Real) or cost < 0 or not math.isfinite(cost)
+    ):
+        raise UsageError(f"{who}(cost=...) is a finite number >= 0 (or None: unknown), got {cost!r}")
+
+
+def add_usage(
+    where: Any,
+    rec: Any,
+    attempt: Any,
+    row: list[tuple[Any, Any]] | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cost: float | None,
+    model: str | None,
+    *,
+    event: bool = True,
+) -> None:
+    """Count one call's usage on ``attempt`` of ``rec`` (and the batch ``row``); tell tracing (``event``).
+
+    The one place usage is counted: ``nf.usage`` and the transcripts (``nbflow._core.calls``) call it.
+    Token counts of None were not reported (counted as 0).
+    """
     if attempt.usage is None:
         attempt.usage = Usage()
-        row = ROW.get()
         if row is not None:
             row.append((rec, attempt))
-    attempt.usage.add(n_in, n_out, float(cost) if cost is not None else None, model)
+    attempt.usage.add(input_tokens or 0, output_tokens or 0, cost, model)
     run = where.run
     root = run._root if run is not None else None
-    if root is not None and root._subscribers:  # tracing (nbflow.otel) puts GenAI usage on the node's span
+    if event and root is not None and root._subscribers:  # tracing (nbflow.otel) puts GenAI usage on the node's span
         root._emit(
             NodeUsage(
                 run_id=root.run_id,
                 time=time.time(),
                 node=run._path + rec.name,
                 model=model,
-                input_tokens=n_in if input_tokens is not None else None,  # None: not reported
-                output_tokens=n_out if output_tokens is not None else None,
-                cost=None if cost is None else float(cost),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=cost,
                 attempt=len(rec.attempts),
             )
         )

@@ -100,15 +100,19 @@ def make_spec(
     if not callable(func):
         raise FlowDefinitionError(f"@flow.node needs a function, got {func!r} ({type(func).__name__})")
     node_name = check_name(name if name is not None else getattr(func, "__name__", None))
-    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+    if inspect.isgeneratorfunction(func):
         raise FlowDefinitionError(
-            f"node {node_name!r} is a generator function ({'async ' if inspect.isasyncgenfunction(func) else ''}"
-            f"def with yield): its output would be a generator object, not the values it yields; return a "
-            f"list (return list(...)) or use @flow.map over the items"
+            f"node {node_name!r} is a generator function (def with yield): its output would be a generator object, "
+            f"not the values it yields; return a list (return list(...)), use @flow.map over the items, or make it "
+            f"`async def` to stream its output (each yielded text shows live; the output is their concatenation)"
         )
     declared = _from_code(func, node_name)
     if declared is None:
         declared = _from_signature(func, node_name)
+    if inspect.isasyncgenfunction(func):  # a streaming node: what it yields shows live (nbflow/_core/calls.py)
+        from nbflow._core.calls import streaming_node
+
+        func = streaming_node(func)
     # An object whose __call__ is async is an async node too (a coroutine would otherwise be its output).
     if type(func) is FunctionType and "_is_coroutine_marker" not in func.__dict__:
         is_async = bool(func.__code__.co_flags & _CO_COROUTINE)  # what inspect would say, cheaper

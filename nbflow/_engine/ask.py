@@ -86,11 +86,14 @@ class PinnedNode:
     """``CURRENT_NODE`` for one node for good (the policy path: a call abandoned at its timeout
     may still report usage from its thread after the worker has moved on)."""
 
-    __slots__ = ("node", "run")
+    __slots__ = ("node", "run", "task")
 
     def __init__(self, node: Any, run: Run) -> None:
+        import asyncio
+
         self.node = node
         self.run = run
+        self.task = asyncio.current_task()  # its loop: where nf.stream from the node's thread tells the view
 
 
 # The task running a node -> where it is; read only by nf.ask(), so the hot path pays one dict

@@ -161,6 +161,11 @@ async def _build(lr: _LoopResources, key: Any, bound: BoundResource, inputs: Map
             if value is not MISSING:
                 args[pname] = value
         value, closer = await _create(bound.spec, args)
+        if type(value).__module__.startswith("openai"):  # its model calls go to the nodes' transcripts
+            from nbflow._engine.transcript_hook import recorded, wants_recording
+
+            if wants_recording(value):
+                recorded(value)
     except asyncio.CancelledError:
         if lr.entries.get(key) is entry:
             del lr.entries[key]

@@ -54,14 +54,42 @@ class Attempt:
     delay: float | None = None
     usage: Any = None
     """What ``nf.usage(...)`` recorded during this try (an ``nbflow._core.usage.Usage``), or None."""
+    calls: list[Any] | None = None
+    """The model calls made during this try (``nbflow._core.calls.Call``: its transcript), or None."""
+    stream: list[str] | None = None
+    """What the node streamed during this try (``nf.stream``, an async generator node), or None."""
     output: str | None = None
     """What the node printed, logged and warned during this try (secrets redacted), or None."""
     queued: float | None = None
     """Seconds a process node's try waited for a free worker before it ran (left out of ``duration``)."""
 
+    def __setstate__(self, state: Any) -> None:
+        # An attempt stored by an older nbflow has fewer fields: the ones added since keep their default.
+        self.calls = self.stream = self.usage = self.error = self.delay = self.finished_at = None
+        self.output = self.queued = None
+        for name, value in zip(_ATTEMPT_FIELDS, state, strict=False):
+            setattr(self, name, value)
+
+    def __getstate__(self) -> list[Any]:
+        return [getattr(self, name) for name in _ATTEMPT_FIELDS]
+
     @property
     def duration(self) -> float | None:
         return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+_ATTEMPT_FIELDS = (
+    "number",
+    "started_at",
+    "finished_at",
+    "error",
+    "delay",
+    "usage",
+    "calls",
+    "stream",
+    "output",
+    "queued",
+)
 
 
 class ItemRecord:
@@ -930,6 +958,22 @@ class Run:
                 }
             )
         return pd.DataFrame(rows).set_index("node")
+
+    def calls(self, node: str | None = None) -> pd.DataFrame:
+        """The model calls made by ``node`` (a path: ``"sub.node"`` in a sub-flow), or by every node: its
+        transcript as a DataFrame, one row per call in order (columns: ``nbflow._core.calls.CALL_COLUMNS``:
+        node, attempt, call, api, model, messages, tools, params, content, tool_calls, finish_reason, tokens,
+        cost, latency_s, retry, status_code, error, streamed, response_id, started_at). Calls come from an
+        ``nf.recorded`` client (or any ``openai`` client a ``@flow.resource`` returns) and ``nf.record_call``
+        (docs/transcripts.md). Raises UnknownNodeError for a node this run does not have."""
+        import pandas as pd
+
+        from nbflow._core.calls import CALL_COLUMNS, call_rows
+
+        found = [(node, self.record(node))] if node is not None else list(self.walk())
+        rows = [row for path, rec in found for row in call_rows(path, rec.attempts)]
+        frame = pd.DataFrame(rows, columns=list(CALL_COLUMNS))
+        return frame.astype({"input_tokens": "Int64", "output_tokens": "Int64", "status_code": "Int64"})
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())

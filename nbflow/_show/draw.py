@@ -106,7 +106,7 @@ def _draw_resources(dot: Any, graph: Graph) -> None:
             label = "" if param == bound.name else param
             dot.edge(
                 f"resource__{bound.name}",
-                node_id(node),
+                node,  # the node's name in the DOT source (node_id is its SVG id)
                 style="dotted",
                 arrowhead="none",
                 label=label,

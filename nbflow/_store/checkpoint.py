@@ -10,7 +10,8 @@ record) and leaves the others NULL. A run stored either way is turned into the h
 layout when it is resumed (``claim``), before anything else changes. Files of schema 1 and 2 are migrated
 in place when opened writable, in one transaction (schema 1's column is added; the version is raised; every
 stored run keeps its layout, which schema 3 reads as it is); a read-only copy is read as it is; an older
-nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow").
+nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow"). Schema 4: an attempt may carry the
+model calls of its transcript (docs/transcripts.md); schema 3 files are migrated by the version number.
 Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
@@ -31,6 +32,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbflow._core.calls import Call, call_dict
 from nbflow._core.errors import ResumeConflictError, StoreError
 from nbflow._core.events import (
     Event,
@@ -63,7 +65,10 @@ __all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_
 # 3: a record may also be a run's compact record (``_compact_record``: the run's header in it too, its header
 # row then binds five columns); files of schema 1 and 2 are migrated on open (the version number alone: their
 # rows are read as they are), and an older nbflow refuses a schema 3 file (it would misread a compact record).
-SCHEMA_VERSION = 3
+# 4: an attempt's entry in a node's detail may hold a 6th value, its transcript's calls (``_attempt_row``);
+# files of schema 1 to 3 are migrated by the version number alone, and an older nbflow refuses a schema 4
+# file (it would fail to read such an attempt).
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -124,7 +129,7 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
     if (
         row is not None and schema_version(path, "checkpoint_schema", row[0]) < SCHEMA_VERSION
-    ):  # schema 1 and 2: their runs stay as they are
+    ):  # schema 1 to 3: their runs stay as they are
         db.execute("UPDATE nbflow_meta SET value=? WHERE key='checkpoint_schema'", (str(SCHEMA_VERSION),))
 
 
@@ -994,18 +999,24 @@ def _detail(rec: NodeRecord) -> dict[str, Any]:
 def _detail_values(rec: NodeRecord) -> tuple[Any, ...]:
     """``_detail``'s values in the order of ``_DETAIL`` (a run's record stores them so: no keys per node)."""
     return _details(
-        [  # JSON when no error; what the node printed (already redacted) and its queue wait, when there are
-            [a.number, a.started_at, a.finished_at, a.error, a.delay]
-            if a.output is None and a.queued is None
-            else [a.number, a.started_at, a.finished_at, a.error, a.delay, a.output, a.queued]
-            for a in rec.attempts
-        ],
+        [_attempt_row(a) for a in rec.attempts],  # JSON when no error
         rec.recovered,
         rec.cached,
         rec.cache_key,
         rec.overridden,
         rec.inputs,
     )
+
+
+def _attempt_row(a: Any) -> list[Any]:
+    """An attempt as stored: number, times, error, delay, then (when any is there) its transcript's calls as
+    dicts, what the node printed (already redacted) and its queue wait."""
+    row = [a.number, a.started_at, a.finished_at, a.error, a.delay]
+    if a.calls or a.output is not None or a.queued is not None:
+        row.append([call_dict(c) for c in a.calls] if a.calls else None)
+        if a.output is not None or a.queued is not None:
+            row += [a.output, a.queued]
+    return row
 
 
 def _details(
@@ -1050,8 +1061,17 @@ def _restore_detail(rec: NodeRecord, detail: dict[str, Any]) -> None:
     from nbflow._record.run import Attempt
 
     rec.attempts = [
-        Attempt(a[0], a[1], a[2], a[3], a[4], output=a[5] if len(a) > 5 else None, queued=a[6] if len(a) > 6 else None)
-        for a in detail.get("attempts", ())
+        Attempt(
+            n,
+            t0,
+            t1,
+            err,
+            delay,
+            calls=[Call(**c) for c in more[0]] if more and more[0] else None,
+            output=more[1] if len(more) > 1 else None,
+            queued=more[2] if len(more) > 2 else None,
+        )
+        for n, t0, t1, err, delay, *more in detail.get("attempts", ())
     ]
     rec.recovered = bool(detail.get("recovered", False))
     rec.cached = bool(detail.get("cached", False))

@@ -65,6 +65,7 @@ from nbflow.widgets.render import describe, render_value, short_value
 from nbflow.widgets.style import SYMBOLS, badge, chip, chips, esc
 from nbflow.widgets.throttle import Later, Throttle, call_later
 from nbflow.widgets.tracebacks import traceback_html
+from nbflow.widgets.transcript import stream_html, transcript_html
 
 if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
@@ -770,6 +771,7 @@ class RunView(anywidget.AnyWidget):
             rec.status if rec else None,
             len(rec.attempts) if rec else 0,
             len(self._history.get(name or "", ())),
+            _transcript_size(rec),
         )
         if key == self._inspected:
             return
@@ -856,6 +858,8 @@ class RunView(anywidget.AnyWidget):
             parts.append(f'<div class="nbflow-muted">not started: {esc(why)}</div>')
         elif rec.status is NodeStatus.RUNNING:
             parts.append('<div class="nbflow-muted">running…</div>')
+            if rec.attempts:
+                parts.append(stream_html(rec.attempts[-1], redact))
         elif rec.status is NodeStatus.PAUSED:
             parts.append('<div class="nbflow-muted">paused: waiting for an answer (see the question above)</div>')
         history = self._history.get(name)
@@ -870,6 +874,7 @@ class RunView(anywidget.AnyWidget):
         printed = rec.printed
         if printed:  # what the node printed, logged and warned, as a cell shows its output
             parts.append(f'<div><b>printed</b></div><pre class="nbflow-printed">{esc(redact(printed))}</pre>')
+        parts.append(transcript_html(rec.attempts, redact))
         if tries(rec) > 1:
             t0 = run.started_at or rec.attempts[0].started_at
             rows = "".join(
@@ -922,6 +927,8 @@ class RunView(anywidget.AnyWidget):
         table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
         if left_out:
             table += _more_nodes_html(left_out)
+        if run is not None:
+            table += _snapshot_transcripts(run, self._redact)
         picture = self.graph_html()
         if picture.startswith("<svg"):
             # An <img> of the SVG: notebook viewers sanitise inline <svg> away, a data: image passes.
@@ -943,6 +950,30 @@ class RunView(anywidget.AnyWidget):
             # stable (the state changes by an update nbval does not follow): the HTML says the state
             "text/plain": f"<nbflow run snapshot: flow {self._flow_name!r}, {n} node{'s' if n != 1 else ''}>",
         }
+
+
+def _transcript_size(rec: NodeRecord | None) -> tuple[int, int]:
+    """What the inspector's transcript shows changed when this changes: calls made, characters streamed."""
+    if rec is None:
+        return (0, 0)
+    attempts = rec._c.attempts[rec._i]
+    if type(attempts) is not list:  # none yet, or the lean path's one (it records no call)
+        return (0, 0)
+    calls = sum(len(a.calls) for a in attempts if a.calls)
+    last = attempts[-1].stream if attempts else None
+    return (calls, sum(map(len, last)) if last else 0)
+
+
+def _snapshot_transcripts(run: Run, redact: Callable[[str], str]) -> str:
+    """The saved snapshot's transcripts: one closed section per node that made model calls."""
+    parts = []
+    for path, rec in run.walk():
+        body = transcript_html(rec.attempts, redact, open_=False) if _transcript_size(rec)[0] else ""
+        if body:
+            parts.append(f'<div style="margin-top:4px"><b>{esc(path)}</b>{body}</div>')
+        if len(parts) >= SNAPSHOT_ROWS:
+            break
+    return "".join(parts)
 
 
 def _more_nodes_html(left_out: Mapping[str, int]) -> str:

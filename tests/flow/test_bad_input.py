@@ -69,19 +69,20 @@ def test_run_timeouts_nan_and_bool_are_refused() -> None:
             _flow().run(x=1, timeout=value, show=False)
 
 
-def test_generator_functions_are_not_nodes() -> None:
+def test_sync_generator_functions_are_not_nodes() -> None:
     flow = nf.Flow("gen")
-    with pytest.raises(nf.FlowDefinitionError, match="generator function"):
+    with pytest.raises(nf.FlowDefinitionError, match=r"generator function.*`async def` to stream"):
 
         @flow.node
         def items(n: int):  # type: ignore[no-untyped-def]
             yield from range(n)
 
-    with pytest.raises(nf.FlowDefinitionError, match="generator function"):
+    # an async generator is a streaming node (tests/engine/test_streaming.py)
+    @flow.node
+    async def aitems(n: int):  # type: ignore[no-untyped-def]
+        yield n
 
-        @flow.node
-        async def aitems(n: int):  # type: ignore[no-untyped-def]
-            yield n
+    assert flow.run(n=3, show=False)["aitems"] == [3]
 
 
 @pytest.mark.parametrize("name", ["status", "latency", "run_id", "error_type"])
