@@ -27,17 +27,17 @@ from nbflow._batch.dask import RowsRunner, remote_rows
 from nbflow._batch.experiments import experiment_meta, record_experiment
 from nbflow._batch.paused import arm_expiry
 from nbflow._batch.reuse import STRICT, reuse_rows
-from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
+from nbflow._batch.rows import FINISHED, Options, State, finish_partial, prepare_row, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
 from nbflow._batch.variants import live_variants
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
-from nbflow._core.secrets import is_secret_name
+from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine.caching import node_fingerprints
 from nbflow._engine.kernel import call_blocking, in_kernel
 from nbflow._notebook import make_renderer
 from nbflow._record.batch_progress import BatchProgress
-from nbflow._store.batch_store import BatchStore
+from nbflow._store.batch_store import BatchStore, StoredRow
 from nbflow._store.claims import BatchClaim
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ def batch(
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
+    reuse: str | None = None,
 ) -> pd.DataFrame:
     """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
 
@@ -100,9 +101,11 @@ def batch(
     ``@flow.node(cache="per-sample")`` are cached once per sample.
 
     Options: ``concurrency`` rows in flight; ``store="runs.db"`` commits each finished row to SQLite,
-    ``resume=True`` reuses the rows already finished in it, matched by content, and re-runs those
-    that depend on a node changed since (``resume="strict"`` refuses instead; ``retry_failed=True``
-    re-runs the failed ones); ``experiment="name"`` (and ``notes=``) records the batch as a named
+    ``resume=True`` reuses the rows already finished in it, matched by content, and re-runs in those
+    that depend on a node changed since only that node and what follows it, fed the other nodes' stored
+    outputs (``resume="strict"`` refuses instead; ``retry_failed=True`` re-runs the failed ones);
+    ``reuse="name"`` does the same from another stored batch or experiment of the flow into this new one
+    (re-score without re-calling the model: docs/batch.md); ``experiment="name"`` (and ``notes=``) records the batch as a named
     experiment (``nf.experiments(db)``, ``nf.load_batch(db, name)``); ``batch_id`` names the batch
     (default: the experiment name, else flow name + a hash of the rows, grid and outputs);
     secret-looking columns (api_key, token, password, secret) are not stored unless
@@ -141,7 +144,7 @@ def batch(
         keep_limit,
         trace,
     )
-    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
+    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
 
     def interrupted(exc: KeyboardInterrupt) -> BaseException:
@@ -185,6 +188,7 @@ async def abatch(
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
+    reuse: str | None = None,
 ) -> pd.DataFrame:
     """Like ``flow.batch`` (same options and result) on the running event loop.
 
@@ -211,7 +215,7 @@ async def abatch(
         keep_limit,
         trace,
     )
-    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
+    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
     return await _drive(state)
 
@@ -324,7 +328,7 @@ async def _drive(state: State) -> pd.DataFrame:
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret, known)
             # One process at a time per stored batch (nbflow/_store/claims.py): a second resumer is refused.
             claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout, lock_wait=store.lock_wait)
-            todo = _resume(state, store, progress)
+            todo = _resume(state, store, progress, secret)
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
@@ -361,18 +365,19 @@ def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[Batc
     return BatchStore(store), True
 
 
-def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[int]:
-    """Register the batch in the store; with resume, fill in rows still valid (nbflow/_batch/reuse.py)."""
+def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: list[str]) -> list[int]:
+    """Register the batch in the store; with resume (or reuse=), fill in rows still valid (nbflow/_batch/reuse.py)."""
     assert state.batch_id is not None
     opts, cases = state.opts, state.cases
     n = len(cases.cases)
+    borrowed = _borrowed(state, store) if opts.reuse is not None else None
     info = store.batch_info(state.batch_id)
     if info is not None and info["flow"] != state.flow.name:
         raise StoreError(
             f"store {store.path!r} holds batch {state.batch_id!r} of flow {info['flow']!r}, not {state.flow.name!r}; "
             f"use another batch_id= / experiment= name"
         )
-    if info is None and opts.resume:
+    if info is None and opts.resume and borrowed is None:
         others = [b["batch_id"] for b in store.batches() if b["flow"] == state.flow.name]
         if others:
             warnings.warn(
@@ -387,14 +392,8 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
     stored = (
         store.stored_rows(state.batch_id, unpickle=bool(opts.resume), skip_unreadable=True) if info is not None else []
     )
-    if info is not None and store.unreadable:
-        first = next(iter(store.unreadable.items()))
-        warnings.warn(
-            f"store {store.path!r}: {len(store.unreadable)} finished rows of batch {state.batch_id!r} cannot be read "
-            f"back (row {first[0]}: {first[1]}); they run again",
-            NbflowWarning,
-            stacklevel=4,
-        )
+    if info is not None:
+        _warn_unreadable(store, state.batch_id)
     finished = [r for r in stored if r.status in FINISHED]
     if finished and not opts.resume:
         raise StoreError(
@@ -403,7 +402,11 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
             f"to start over"
         )
     fingerprints = node_fingerprints(state.flow.graph, state.flow.validate)
-    todo = reuse_rows(state, store, stored, fingerprints, progress) if finished else list(range(n))
+    todo = (
+        reuse_rows(state, store, stored, fingerprints, progress, borrowed)
+        if finished or borrowed is not None
+        else list(range(n))
+    )
     state.fingerprint = store.begin_batch(
         state.batch_id,
         state.flow.name,
@@ -412,7 +415,47 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
         fingerprints=fingerprints,
         meta=experiment_meta(state),
     )
+    if state.copied:  # rows of the reused batch taken whole: they are rows of this batch too (their runs shared)
+        by_name = bool(secret)
+        store.write_rows(
+            prepare_row(store, state, i, result, secret, secrets=secret_texts(cases.cases[i].inputs, by_name=by_name))
+            for i in state.copied
+            if (result := state.results[i]) is not None
+        )
     return todo
+
+
+def _borrowed(state: State, store: BatchStore) -> list[StoredRow]:
+    """The finished rows of the batch ``reuse=`` names (same store, same flow), or a StoreError saying what it holds."""
+    name = state.opts.reuse
+    assert name is not None
+    info = store.batch_info(name)
+    flow = state.flow.name
+    if info is None:
+        known = [b["batch_id"] for b in store.batches() if b["flow"] == flow]
+        raise StoreError(
+            f"reuse={name!r}: store {store.path!r} holds no batch or experiment of that name; its batches of flow "
+            f"{flow!r}: {', '.join(map(repr, known)) or '(none)'} (nf.experiments({store.path!r}) lists them)"
+        )
+    if info["flow"] != flow:
+        raise StoreError(
+            f"reuse={name!r}: batch {name!r} of store {store.path!r} is of flow {info['flow']!r}, not {flow!r}; "
+            f"name a batch of this flow"
+        )
+    rows = [r for r in store.stored_rows(name, unpickle=True, skip_unreadable=True) if r.status in FINISHED]
+    _warn_unreadable(store, name)
+    return rows
+
+
+def _warn_unreadable(store: BatchStore, batch_id: str) -> None:
+    if store.unreadable:
+        first = next(iter(store.unreadable.items()))
+        warnings.warn(
+            f"store {store.path!r}: {len(store.unreadable)} finished rows of batch {batch_id!r} cannot be read "
+            f"back (row {first[0]}: {first[1]}); they run again",
+            NbflowWarning,
+            stacklevel=5,
+        )
 
 
 def _more_options(
@@ -422,6 +465,7 @@ def _more_options(
     notes: str | None,
     cooldown: float | None,
     max_cooldowns: int,
+    reuse: str | None = None,
 ) -> None:
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise BatchError(
@@ -453,6 +497,17 @@ def _more_options(
         raise BatchError(
             f"max_cooldowns= is the number of pauses before the batch stops, a positive int; got {max_cooldowns!r}"
         )
+    if reuse is not None:
+        if not isinstance(reuse, str) or not reuse:
+            raise BatchError(f"reuse= names a stored batch or experiment to reuse (a non-empty string), got {reuse!r}")
+        if opts.store is None:
+            raise BatchError(f"reuse={reuse!r} names a batch of a store; pass store='runs.db' (the file it is in) too")
+        if reuse in (experiment, opts.batch_id):
+            raise BatchError(
+                f"reuse={reuse!r} names this batch itself; to continue it pass resume=True, or store this run "
+                f"under a new name (experiment='...') to reuse {reuse!r} in it"
+            )
+    opts.reuse = reuse
     opts.experiment, opts.notes = experiment, notes
     opts.cooldown = float(cooldown) if cooldown is not None else None
     opts.max_cooldowns = max_cooldowns

@@ -22,6 +22,7 @@ from nbflow._core.secrets import Secret, is_secret_name, remark_secrets
 from nbflow._graph.graph import Graph, Plan
 
 __all__ = [
+    "REUSED_COLUMN",
     "SAMPLE_COLUMN",
     "STATUS_COLUMNS",
     "Case",
@@ -36,6 +37,9 @@ __all__ = [
 # Columns the batch adds to every result row.
 STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
 SAMPLE_COLUMN = "sample"  # repeats=N: the repeat index 0..N-1
+# A resumed or reusing batch (``resume=True``, ``reuse="name"``): the nodes whose stored outputs each row reused
+# instead of running them (nbflow/_batch/reuse.py); present only when a batch reused nodes.
+REUSED_COLUMN = "reused"
 # Grid keys people use for repeated sampling; such a key feeds no input, so it would not sample anything.
 _REPEAT_WORDS = ("repeat", "repeats", "rep", "sample", "samples", "trial", "trials", "run", "iteration", "seed")
 

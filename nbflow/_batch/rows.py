@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbflow._batch.breaker import Breaker
-from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._batch.cases import REUSED_COLUMN, STATUS_COLUMNS, Case, Cases
 from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, clip, json_safe
 from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
@@ -45,14 +45,17 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from nbflow._flow.flow import Flow
+    from nbflow._graph.graph import Plan
 
 __all__ = [
     "FINISHED",
     "QUESTION_COLUMNS",
+    "Fed",
     "Options",
     "State",
     "clip",
     "end_batch",
+    "fed_result",
     "finish_partial",
     "outcome",
     "render_progress",
@@ -90,6 +93,18 @@ class Options:
     cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
     max_cooldowns: int = 3
     trace: Any = None  # OpenTelemetry spans per row (nbflow/otel.py); None: nbflow.config.trace
+    reuse: str | None = None  # another stored batch whose rows (and node outputs) this one reuses (reuse.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Fed:
+    """A stored row run again from its changed nodes (``nbflow/_batch/reuse.py``): the plan of what runs and the
+    stored outputs fed in for every other node (overrides, marked ``cached`` with their origin in the record)."""
+
+    plan: Plan
+    outputs: dict[str, Any]
+    origin: dict[str, str]  # node -> where its output came from ("run:<id>")
+    usage: dict[str, Any]  # the stored row's usage columns: what the reused nodes cost when they ran
 
 
 @dataclass(slots=True)
@@ -108,6 +123,9 @@ class State:
     cooldowns: list[dict[str, Any]] = field(default_factory=list)  # circuit breaker pauses, in order
     fingerprint: str | None = None  # the store's id of the flow's per-node fingerprints (rows remember it)
     rerun: dict[str, int] = field(default_factory=dict)  # resume: changed node -> rows it made run again
+    fed: dict[int, Fed] = field(default_factory=dict)  # row -> the stored outputs its re-run is fed (reuse.py)
+    reused: bool = False  # node-level reuse happened: the frame gets a REUSED_COLUMN
+    copied: list[int] = field(default_factory=list)  # rows taken whole from the batch named by reuse= (to store)
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -152,6 +170,8 @@ async def run_rows(
     outputs = cases.outputs
     running = state.running
     sampled = any(c.sample is not None for c in all_cases)  # repeats=N (Dask workers get the cases alone)
+    fed_rows = state.fed  # resumed rows re-run from their changed nodes (reuse.py): stored outputs fed in
+    no_outputs: dict[str, Any] = {}
 
     async def worker() -> None:
         # This worker task's context: the keys of cache="per-sample" nodes (set per row with repeats=N).
@@ -168,7 +188,11 @@ async def run_rows(
             progress.in_flight += 1
             used: list[tuple[Any, Any]] = []
             ROW.set(used)  # nf.usage() inside the row's nodes adds here
-            run = Run(flow_name, f"{prefix}-{i}", case.inputs, case.plan.nodes)
+            fed = fed_rows.get(i) if fed_rows else None
+            plan = case.plan if fed is None else fed.plan
+            run = Run(flow_name, f"{prefix}-{i}", case.inputs, plan.nodes)
+            if fed is not None:
+                run.reused = fed.origin
             run.graph = graph
             run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
             if sampled:
@@ -178,12 +202,13 @@ async def run_rows(
             running[i] = run  # left there if cancelled: the partial frame reads it
             timed_out = False
             try:
+                fed_outputs = no_outputs if fed is None else fed.outputs
                 if row_timeout is None:
-                    await execute_row(case.plan, run, case.inputs)
+                    await execute_row(plan, run, case.inputs, fed_outputs)
                 else:
                     try:
                         async with asyncio.timeout(row_timeout):
-                            await execute_row(case.plan, run, case.inputs)
+                            await execute_row(plan, run, case.inputs, fed_outputs)
                     except TimeoutError:
                         timed_out = True
             finally:
@@ -192,6 +217,8 @@ async def run_rows(
             result = _result(case, run, outputs, timeout=row_timeout if timed_out else None)
             if used:
                 result.update(row_usage(used))
+            if fed is not None:
+                fed_result(result, fed)
             results[i] = result
             status = result["status"]
             kept = archive is not None and archive.wants(status)
@@ -362,6 +389,16 @@ def prepare_row(
             error_node=node,
         )
         return prepare()
+
+
+def fed_result(result: dict[str, Any], fed: Fed) -> None:
+    """A re-run row's result: the nodes it reused (``REUSED_COLUMN``), and its usage counts what every node of
+    the row cost, the reused ones' stored calls included (what the row's values cost, not this call)."""
+    result[REUSED_COLUMN] = sorted(fed.outputs)
+    for col, value in fed.usage.items():
+        now = result.get(col)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            result[col] = value + now if isinstance(now, int | float) and not isinstance(now, bool) else value
 
 
 def _store_failed(i: int, exc: StoreError) -> str:
@@ -696,6 +733,11 @@ def _frame(state: State) -> pd.DataFrame:
     statuses = [r["status"] for r in records]
     if "paused" in statuses:
         columns = [*columns, *QUESTION_COLUMNS]
+    if state.reused and REUSED_COLUMN not in columns:  # which nodes each row reused (a fresh row: none)
+        columns = [*columns, REUSED_COLUMN]
+        for r in records:
+            if REUSED_COLUMN not in r:
+                r[REUSED_COLUMN] = []
     # (map/contains: one pass in C over the rows, a third of a generator's time per row)
     if any(map(operator.contains, records, itertools.repeat(USAGE_COLUMNS[0]))):  # some node reported usage
         columns += USAGE_COLUMNS  # every finished row counts
