@@ -762,6 +762,8 @@ def _frame(state: State) -> pd.DataFrame:
         frame = _flatten(frame, cases.outputs)
     # Most frequent first, ties in the order first seen: as ``frame["status"].value_counts()``, ~10x faster.
     counts = dict(sorted(collections.Counter(statuses).items(), key=lambda kv: -kv[1]))
+    variants = {k: dict(v) for k, v in cases.variants.items()}
+    attrs_variants = json_safe(variants)
     frame.attrs.update(
         {
             "flow": state.flow.name,
@@ -769,7 +771,7 @@ def _frame(state: State) -> pd.DataFrame:
             "outputs": list(cases.outputs),
             "grid": list(cases.grid_keys),
             # (values JSON cannot hold by their repr: pandas writes attrs into parquet as JSON)
-            "variants": json_safe({k: dict(v) for k, v in cases.variants.items()}),
+            "variants": attrs_variants,
             "repeats": cases.repeats,
             "experiment": state.opts.experiment,
             "stopped": state.stopped,
@@ -777,7 +779,10 @@ def _frame(state: State) -> pd.DataFrame:
             "counts": {str(k): int(v) for k, v in counts.items()},
         }
     )
+    if cases.variants and variants is attrs_variants:  # JSON holds them: a re-fed frame may take them as they are
+        frame.attrs["variants_exact"] = True
     if state.archive is not None:
+        state.archive.variants = cases.variants  # the real values, for this frame's rows re-fed in this process
         frame.attrs["nbflow_runs"] = state.archive
         if state.archive.store:
             frame.attrs["store"] = state.archive.store
