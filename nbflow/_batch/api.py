@@ -529,16 +529,20 @@ def _cases(
 
 
 def _check_repeats(flow: Flow, cases: Cases, repeats: int) -> None:
-    """Refuse repeats whose samples would all be cache hits of one call (identical, silently)."""
+    """Refuse repeats whose samples would all be cache hits of one call (identical, silently).
+
+    Nodes cached by the flow's default are keyed per sample in such a batch (``CachePlan.by_default``), so only a
+    flow whose every planned node is *declared* deterministic (``@flow.node(cache=True)``) would collapse."""
     cache = flow._resolved_policies().cache
     if cache is None:
         return
     planned = {n for case in cases.cases[:1] for n in case.plan.nodes}
-    if planned and planned <= cache.nodes and not (planned & cache.per_sample):
+    if planned and planned <= cache.nodes - cache.per_sample - cache.by_default:
         raise BatchError(
-            f"repeats={repeats}, but every node of flow {flow.name!r} that runs is cached as deterministic, so the "
-            f"{repeats} samples would be one cached call; declare the node that samples (the model call) with "
-            f"@flow.node(cache='per-sample') (one cache entry per sample) or cache=False"
+            f"repeats={repeats}, but every node of flow {flow.name!r} that runs is declared deterministic "
+            f"(cache=True: {', '.join(map(repr, sorted(planned)))}), so the {repeats} samples would be one cached "
+            f"call; declare the node that samples (the model call) with @flow.node(cache='per-sample') (one cache "
+            f"entry per sample) or cache=False"
         )
 
 

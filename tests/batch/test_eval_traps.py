@@ -176,9 +176,14 @@ def test_repeats_make_distinct_calls_even_with_the_cache_on():
     assert again["sample_answer"].tolist() == df["sample_answer"].tolist()
 
 
-def test_repeats_with_every_node_cached_as_deterministic_is_refused():
-    flow = sampling_flow(cache=None)
-    with pytest.raises(nf.BatchError, match=r"cache='per-sample'"):
+def test_repeats_with_every_node_declared_deterministic_is_refused():
+    flow = sampling_flow(cache=True)
+
+    @flow.node(cache=True)
+    def grade(sample_answer: str) -> int:
+        return len(sample_answer)
+
+    with pytest.raises(nf.BatchError, match=r"declared deterministic .*cache='per-sample'"):
         flow.batch(ROWS, repeats=3)
     with pytest.raises(nf.BatchError, match="positive int"):
         flow.batch(ROWS, repeats=0)
