@@ -15,28 +15,17 @@ import pytest
 
 import nbflow as nf
 from nbflow.testing import ChatServer
+from tests.helpers.chat_flow import chat_answer_flow
 
 openai = pytest.importorskip("openai")
 
+ROOT = Path(__file__).resolve().parents[2]  # (the subprocesses import tests.helpers from the repository)
 VARIANTS = {"bare": "", "terse": "Answer tersely.", "steps": "Think in steps."}
 CASES = [{"question": f"q{i}", "expected": f"q{i}" if i % 4 else "nope"} for i in range(40)]  # 3 x 40 = 120 rows
 
 
 def eval_flow(url: str) -> nf.Flow:
-    flow = nf.Flow("rescore")
-
-    @flow.resource
-    async def llm():
-        client = openai.AsyncOpenAI(base_url=url, api_key="sk-test-nbflow")
-        yield client
-        await client.close()
-
-    @flow.node
-    async def answer(question: str, system: str, llm: openai.AsyncOpenAI) -> str:
-        response = await llm.chat.completions.create(
-            model="m", messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
-        )
-        return response.choices[0].message.content or ""
+    flow = chat_answer_flow("rescore", url)
 
     @flow.node
     def score(answer: str, expected: str) -> float:
@@ -245,26 +234,9 @@ def test_reuse_needs_a_known_batch_of_the_same_flow(server, tmp_path):
 MODULE = """
 import os
 
-import openai
+from tests.helpers.chat_flow import chat_answer_flow
 
-import nbflow as nf
-
-flow = nf.Flow("rescore")
-
-
-@flow.resource
-async def llm():
-    client = openai.AsyncOpenAI(base_url=os.environ["NBFLOW_CHAT_URL"], api_key="sk-test-nbflow")
-    yield client
-    await client.close()
-
-
-@flow.node
-async def answer(question: str, system: str, llm: openai.AsyncOpenAI) -> str:
-    response = await llm.chat.completions.create(
-        model="m", messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
-    )
-    return response.choices[0].message.content or ""
+flow = chat_answer_flow("rescore", os.environ["NBFLOW_CHAT_URL"])
 
 
 @flow.node
@@ -296,7 +268,7 @@ def _project(tmp_path: Path, score: str) -> None:
 
 
 def _python(tmp_path: Path, server: ChatServer, **kw: object) -> dict:
-    env = {**os.environ, "NBFLOW_CHAT_URL": server.base_url, "PYTHONPATH": str(tmp_path)}
+    env = {**os.environ, "NBFLOW_CHAT_URL": server.base_url, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
     p = subprocess.run(
         [sys.executable, "script.py", json.dumps(kw)],
         cwd=tmp_path,
@@ -325,7 +297,12 @@ def test_a_scorer_edit_after_a_restart_makes_no_model_call(server, tmp_path):
 
 
 def _cli(tmp_path: Path, server: ChatServer, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NBFLOW_CHAT_URL": server.base_url, "PYTHONPATH": str(tmp_path), "NO_COLOR": "1"}
+    env = {
+        **os.environ,
+        "NBFLOW_CHAT_URL": server.base_url,
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+        "NO_COLOR": "1",
+    }
     return subprocess.run(
         [sys.executable, "-m", "nbflow", "batch", "evalflows:flow", "cases.csv", "--grid", "system=@variants.json",
          "--store", "runs.db", "--no-progress", *args],

@@ -12,6 +12,7 @@ import pytest
 
 import nbflow as nf
 from nbflow.testing import ChatServer
+from tests.helpers.chat_flow import chat_answer_flow
 
 openai = pytest.importorskip("openai")
 
@@ -35,20 +36,7 @@ def server():
 
 
 def eval_flow(url: str) -> nf.Flow:
-    flow = nf.Flow("refeed")
-
-    @flow.resource
-    async def llm():
-        client = openai.AsyncOpenAI(base_url=url, api_key="sk-test-nbflow")
-        yield client
-        await client.close()
-
-    @flow.node
-    async def answer(question: str, system: str, llm: openai.AsyncOpenAI) -> str:
-        response = await llm.chat.completions.create(
-            model="m", messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
-        )
-        return response.choices[0].message.content or ""
+    flow = chat_answer_flow("refeed", url)
 
     @flow.node
     def score(answer: str, question: str) -> float:
