@@ -3,6 +3,8 @@ a ``@flow.resource``), for tests against ``nbflow.testing.ChatServer``; tests ad
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import nbflow as nf
 
 
@@ -13,7 +15,7 @@ def chat_answer_flow(name: str, url: str) -> nf.Flow:
     flow = nf.Flow(name)
 
     @flow.resource
-    async def llm():  # type: ignore[no-untyped-def]
+    async def llm() -> AsyncIterator[openai.AsyncOpenAI]:
         client = openai.AsyncOpenAI(base_url=url, api_key="sk-test-nbflow")
         yield client
         await client.close()
