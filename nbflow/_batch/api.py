@@ -28,7 +28,7 @@ from nbflow._batch.experiments import experiment_meta, record_experiment
 from nbflow._batch.paused import arm_expiry
 from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, prepare_row, result_columns, run_rows
-from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
+from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive, archive_of
 from nbflow._batch.variants import live_variants
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
@@ -522,7 +522,9 @@ def _cases(
     repeats: int,
     labels: Mapping[str, Any] | Iterable[str] | None,
 ) -> Cases:
-    cases = prepare_cases(flow.graph, rows, columns, grid, opts.outputs, repeats, labels)
+    archive = archive_of(getattr(rows, "attrs", None) or {})  # a result frame of this process given back
+    known = archive.variants if archive is not None else None
+    cases = prepare_cases(flow.graph, rows, columns, grid, opts.outputs, repeats, labels, known)
     if repeats > 1:
         _check_repeats(flow, cases, repeats)
     return cases

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbflow._batch.columns import QUESTION_COLUMNS, REUSED_COLUMN
 from nbflow._core.errors import (
     BatchError,
     MissingColumnError,
@@ -22,7 +23,6 @@ from nbflow._core.secrets import Secret, is_secret_name, remark_secrets
 from nbflow._graph.graph import Graph, Plan
 
 __all__ = [
-    "REUSED_COLUMN",
     "SAMPLE_COLUMN",
     "STATUS_COLUMNS",
     "Case",
@@ -39,9 +39,6 @@ __all__ = [
 # Columns the batch adds to every result row.
 STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
 SAMPLE_COLUMN = "sample"  # repeats=N: the repeat index 0..N-1
-# A resumed or reusing batch (``resume=True``, ``reuse="name"``): the nodes whose stored outputs each row reused
-# instead of running them (nbflow/_batch/reuse.py); present only when a batch reused nodes.
-REUSED_COLUMN = "reused"
 # Grid keys people use for repeated sampling; such a key feeds no input, so it would not sample anything.
 _REPEAT_WORDS = ("repeat", "repeats", "rep", "sample", "samples", "trial", "trials", "run", "iteration", "seed")
 
@@ -173,14 +170,16 @@ def prepare_cases(
     outputs: Iterable[str] | str | None,
     repeats: int = 1,
     labels: Mapping[str, Any] | Iterable[str] | None = None,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Cases:
     """Expand rows × grid × repeats, map columns to flow inputs and plan once per set of columns.
 
     ``labels`` declares grid keys that feed no input (a list of names), or adds constant label
-    columns to every row (a dict). Secret-looking columns are left out of the rows' content keys.
+    columns to every row (a dict). Secret-looking columns are left out of the rows' content keys. A result
+    frame of this flow given back runs its rows again (``refed_frame``; ``known``: its batch's real variants).
     Raises BatchError / MissingColumnError / UnknownNodeError before anything runs.
     """
-    refed = refed_frame(graph, rows, grid, repeats)
+    refed = refed_frame(graph, rows, grid, repeats, known)
     if refed is not None:  # a result frame of this flow given back: its rows, each with its own variants
         rows, grid = refed.rows, refed.grid
         if outputs is None:  # the frame's own output columns again (df.update(new) puts them back)
@@ -314,13 +313,19 @@ class Refed:
     outputs: list[str]  # the frame's output nodes
 
 
-def refed_frame(graph: Graph, rows: Any, grid: Mapping[str, Any] | None, repeats: int) -> Refed | None:
+def refed_frame(
+    graph: Graph,
+    rows: Any,
+    grid: Mapping[str, Any] | None,
+    repeats: int,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Refed | None:
     """``rows`` as the rows of a result frame of this flow given back (all rows or a filtered subset), else None.
 
     The columns the batch added go (outputs, flattened ``node.field`` columns, status, question, usage, reused);
     the grid columns stay as labels (and the frame's outputs are the default ``outputs=``), and a named variant's column gives the node its *value*: from ``grid=``
-    given again (its keys the frame has are not crossed again), else from the frame's own batch in this
-    process, else from ``frame.attrs["variants"]`` when they are exact (not a repr). BatchError otherwise.
+    given again (its keys the frame has are not crossed again), else from ``known`` (the real values of the
+    frame's own batch, when it ran in this process), else from ``frame.attrs["variants"]`` when they are exact (not a repr). BatchError otherwise.
     """
     attrs = getattr(rows, "attrs", None)
     columns = getattr(rows, "columns", None)
@@ -328,8 +333,6 @@ def refed_frame(graph: Graph, rows: Any, grid: Mapping[str, Any] | None, repeats
         return None
     if "status" not in columns or "run_id" not in columns:
         return None
-    from nbflow._batch.rows import QUESTION_COLUMNS
-    from nbflow._batch.runs import archive_of
     from nbflow._core.usage import USAGE_COLUMNS
 
     outputs = [o for o in attrs.get("outputs") or [] if isinstance(o, str)]
@@ -341,7 +344,6 @@ def refed_frame(graph: Graph, rows: Any, grid: Mapping[str, Any] | None, repeats
     keys = [k for k in attrs.get("grid") or [] if k in frame.columns]
     given = dict(grid or {})
     named = attrs.get("variants") or {}
-    archive = archive_of(attrs)
     variants: dict[str, dict[str, Any]] = {}
     for key in keys:
         if key in given:
@@ -351,7 +353,7 @@ def refed_frame(graph: Graph, rows: Any, grid: Mapping[str, Any] | None, repeats
             continue  # (a plain list: the column holds the value itself)
         if key not in named:
             continue
-        real = archive.variants.get(key) if archive is not None else None
+        real = (known or {}).get(key)
         if real is None:
             if not attrs.get("variants_exact"):
                 raise BatchError(

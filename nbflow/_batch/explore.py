@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import REUSED_COLUMN, STATUS_COLUMNS
+from nbflow._batch.cases import STATUS_COLUMNS
+from nbflow._batch.columns import REUSED_COLUMN
 from nbflow._batch.compare import classify, compare
 from nbflow._batch.rows import QUESTION_COLUMNS
 from nbflow._batch.runs import NbflowAccessor

@@ -26,7 +26,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import REUSED_COLUMN, STATUS_COLUMNS, content_key
+from nbflow._batch.cases import STATUS_COLUMNS, content_key
+from nbflow._batch.columns import REUSED_COLUMN
 from nbflow._batch.rows import FINISHED, Fed
 from nbflow._core.errors import NbflowWarning, StoreError
 from nbflow._core.usage import USAGE_COLUMNS

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbflow._batch.breaker import Breaker
-from nbflow._batch.cases import REUSED_COLUMN, STATUS_COLUMNS, Case, Cases
-from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, clip, json_safe
+from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, REUSED_COLUMN, clip, json_safe
 from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
