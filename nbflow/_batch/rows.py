@@ -392,8 +392,8 @@ def prepare_row(
 
 
 def fed_result(result: dict[str, Any], fed: Fed) -> None:
-    """A re-run row's result: the nodes it reused (``REUSED_COLUMN``), and its usage counts what every node of
-    the row cost, the reused ones' stored calls included (what the row's values cost, not this call)."""
+    """A re-run row's result: the nodes it reused (``REUSED_COLUMN``); its usage columns add this run's calls to
+    the stored row's (what the row's values cost in all, not only this call)."""
     result[REUSED_COLUMN] = sorted(fed.outputs)
     for col, value in fed.usage.items():
         now = result.get(col)

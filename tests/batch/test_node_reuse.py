@@ -350,3 +350,31 @@ def test_a_plain_resume_after_an_interruption_adds_no_reused_column(server, tmp_
     again = flow.batch(CASES[:6], grid={"system": {"bare": ""}}, store=db, experiment="b", resume=True)
     assert "reused" not in again.columns
     assert server.completions == 6
+
+
+def test_a_rescored_rows_usage_keeps_what_its_stored_model_calls_cost(tmp_path):
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("costed")
+
+    @flow.node
+    def answer(question: str) -> str:
+        nf.usage(input_tokens=10, output_tokens=2, cost=0.5)  # the model call's bill
+        return question.upper()
+
+    @flow.node
+    def score(answer: str) -> float:
+        return 1.0
+
+    first = flow.batch(CASES[:3], store=db, batch_id="c", progress=False)
+    assert first["cost"].tolist() == [0.5] * 3
+
+    @flow.node
+    def score(answer: str) -> float:  # noqa: F811
+        nf.usage(input_tokens=1, output_tokens=1, cost=0.01)  # an LLM judge now
+        return 0.5
+
+    with pytest.warns(nf.NbflowWarning, match="node 'score'"):
+        again = flow.batch(CASES[:3], store=db, batch_id="c", resume=True, progress=False)
+    assert again["input_tokens"].tolist() == [11] * 3  # the stored answer's tokens and the judge's
+    assert again["cost"].tolist() == pytest.approx([0.51] * 3)
+    assert [list(r) for r in again["reused"]] == [["answer"]] * 3
