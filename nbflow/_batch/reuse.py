@@ -112,14 +112,22 @@ def reuse_rows(
     if changed_by:
         partial = len(state.fed)
         how = (
-            f"; {partial} of them run only the changed nodes and what depends on them, fed the other nodes' stored "
-            f"outputs"
+            f"; {partial} of them run only those nodes and what depends on them, fed the other nodes' stored outputs"
             if partial
             else ""
         )
+        edited = Counter({n: k for n, k in changed_by.items() if n not in added})
+        new = Counter({n: k for n, k in changed_by.items() if n in added})
+        why = (
+            [f"{_nodes(edited)} changed since they were stored (code, declaration or the globals it reads)"]
+            if edited
+            else []
+        )
+        if new:
+            why.append(f"{_nodes(new)} {'is' if len(new) == 1 else 'are'} new")
         warnings.warn(
-            f"{_verb(opts)}: {rerun} of the stored rows run again because {_nodes(changed_by, added)} changed since "
-            f"they were stored (code, declaration or the globals it reads){how}; {len(reuse)} stored rows reused",
+            f"{_verb(opts)}: {rerun} of the stored rows run again because {' and '.join(why)}{how}; "
+            f"{len(reuse)} stored rows reused",
             NbflowWarning,
             stacklevel=5,
         )
@@ -257,6 +265,6 @@ def _redacted(value: Any) -> bool:
     return isinstance(value, str) and value.startswith("<redacted")
 
 
-def _nodes(counts: Counter[str], new: set[str] | frozenset[str] = frozenset()) -> str:
-    names = [f"{n!r} ({'new, ' if n in new else ''}{k} rows)" for n, k in counts.most_common()]
+def _nodes(counts: Counter[str]) -> str:
+    names = [f"{n!r} ({k} rows)" for n, k in counts.most_common()]
     return ("node " if len(names) == 1 else "nodes ") + ", ".join(names)

@@ -82,7 +82,7 @@ def test_a_new_scorer_node_in_a_new_experiment_reuses_the_baseline_with_no_model
     def brevity(answer: str) -> float:  # a new scorer
         return 1.0 / (1 + len(answer.split()))
 
-    with pytest.warns(nf.NbflowWarning, match=r"node 'brevity' \(new, 120 rows\)"):
+    with pytest.warns(nf.NbflowWarning, match=r"node 'brevity' \(120 rows\) is new; 120 of them run only"):
         v2 = flow.batch(CASES, grid={"system": VARIANTS}, store=db, experiment="v2", reuse="baseline", progress=False)
     assert server.completions == 120  # 0 model calls
     assert v2["brevity"].tolist() == [1.0 / 3] * 120  # "echo: qN": two words
@@ -140,7 +140,7 @@ def test_without_kept_runs_the_model_node_runs_again_and_says_why(server, tmp_pa
     def score(answer: str, expected: str) -> float:
         return 0.5
 
-    with pytest.warns(nf.NbflowWarning, match="24 of them run only the changed nodes"):
+    with pytest.warns(nf.NbflowWarning, match="24 of them run only those nodes"):
         again = flow.batch(
             CASES[:8],
             grid={"system": VARIANTS},
