@@ -150,7 +150,9 @@ def reuse_rows(
     moved = {old.key: i for i, old in reuse if old.index != i and own.get(old.key) is old}
     if moved:  # the store shows the rows in the order of the latest call (nf.load_batch)
         store.reindex(state.batch_id, moved)
-    state.reused = bool(state.fed) or borrowed is not None
+    # (rows that have a column of that name keep theirs: the run records still mark what was reused)
+    taken = REUSED_COLUMN in cases.columns or REUSED_COLUMN in cases.outputs
+    state.reused = (bool(state.fed) or borrowed is not None) and not taken
     for i, old in reuse:
         case = cases.cases[i]
         result = dict(case.row)  # inputs come from the rows given now (secrets were never stored)

@@ -218,7 +218,7 @@ async def run_rows(
             if used:
                 result.update(row_usage(used))
             if fed is not None:
-                fed_result(result, fed)
+                fed_result(result, fed, state.reused)
             results[i] = result
             status = result["status"]
             kept = archive is not None and archive.wants(status)
@@ -391,10 +391,11 @@ def prepare_row(
         return prepare()
 
 
-def fed_result(result: dict[str, Any], fed: Fed) -> None:
+def fed_result(result: dict[str, Any], fed: Fed, column: bool = True) -> None:
     """A re-run row's result: the nodes it reused (``REUSED_COLUMN``); its usage columns add this run's calls to
     the stored row's (what the row's values cost in all, not only this call)."""
-    result[REUSED_COLUMN] = sorted(fed.outputs)
+    if column:  # (not when the rows have a column of that name: theirs is kept)
+        result[REUSED_COLUMN] = sorted(fed.outputs)
     for col, value in fed.usage.items():
         now = result.get(col)
         if isinstance(value, int | float) and not isinstance(value, bool):

@@ -378,3 +378,29 @@ def test_a_rescored_rows_usage_keeps_what_its_stored_model_calls_cost(tmp_path):
     assert again["input_tokens"].tolist() == [11] * 3  # the stored answer's tokens and the judge's
     assert again["cost"].tolist() == pytest.approx([0.51] * 3)
     assert [list(r) for r in again["reused"]] == [["answer"]] * 3
+
+
+def test_rows_with_a_column_named_reused_keep_their_values(tmp_path):
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("own_column")
+
+    @flow.node
+    def answer(question: str) -> str:
+        return question.upper()
+
+    @flow.node
+    def score(answer: str) -> float:
+        return 1.0
+
+    rows = [{"question": f"q{i}", "reused": f"mine-{i}"} for i in range(3)]
+    flow.batch(rows, store=db, batch_id="o", progress=False)
+
+    @flow.node
+    def score(answer: str) -> float:  # noqa: F811
+        return 0.5
+
+    with pytest.warns(nf.NbflowWarning, match="3 of them run only those nodes"):
+        again = flow.batch(rows, store=db, batch_id="o", resume=True, progress=False)
+    assert again["reused"].tolist() == ["mine-0", "mine-1", "mine-2"]
+    assert again["score"].tolist() == [0.5] * 3
+    assert again.nbflow.run(0).nodes["answer"].cached  # the run records still say what was reused
