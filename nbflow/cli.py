@@ -134,6 +134,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--store", metavar="RUNS.db", help="commit every finished row to this SQLite file")
     b.add_argument("--resume", action="store_true", help="reuse rows already finished in --store")
     b.add_argument("--retry-failed", action="store_true", help="with --resume: run failed rows again")
+    b.add_argument(
+        "--reuse",
+        metavar="NAME",
+        help="with --store: reuse the stored rows of batch/experiment NAME, re-running only the nodes changed since",
+    )
     b.add_argument("--batch-id", metavar="ID", help="name the batch (default: from the flow and the rows)")
     b.add_argument("--experiment", metavar="NAME", help="with --store: store the batch as this named experiment")
     b.add_argument("--notes", metavar="TEXT", help="with --experiment: a note kept with it (what changed)")
@@ -406,6 +411,8 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CliError(f"-o {args.output!r}: unknown format; use a file ending in {', '.join(RESULT_FORMATS)}")
     if args.resume and not args.store:
         raise CliError("--resume needs --store RUNS.db (the file the earlier batch wrote its rows to)")
+    if args.reuse and not args.store:
+        raise CliError("--reuse needs --store RUNS.db (the file the batch to reuse wrote its rows to)")
     flow, source = load_flow(args.target)
     columns = mapping(args.columns)
     frame = read_cases(args.cases, flow, columns)
@@ -432,6 +439,7 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
             flatten=args.flatten, store=args.store, resume=args.resume, retry_failed=args.retry_failed,
             batch_id=args.batch_id, max_consecutive_failures=args.max_consecutive_failures, timeout=args.timeout,
             row_timeout=args.row_timeout, progress=progress, experiment=args.experiment, notes=args.notes,
+            reuse=args.reuse,
         )  # fmt: skip
     except BatchInterrupted as exc:
         result = exc.frame

@@ -29,18 +29,18 @@ from nbflow._batch.dask import RowsRunner, remote_rows
 from nbflow._batch.experiments import experiment_meta, record_experiment
 from nbflow._batch.paused import arm_expiry
 from nbflow._batch.reuse import STRICT, reuse_rows
-from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
-from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
+from nbflow._batch.rows import FINISHED, Options, State, finish_partial, prepare_row, result_columns, run_rows
+from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive, archive_of
 from nbflow._batch.variants import live_variants
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
-from nbflow._core.secrets import is_secret_name
+from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine import logs
 from nbflow._engine.caching import node_fingerprints
 from nbflow._engine.kernel import call_blocking, in_kernel
 from nbflow._notebook import make_renderer
 from nbflow._record.batch_progress import BatchProgress
-from nbflow._store.batch_store import BatchStore
+from nbflow._store.batch_store import BatchStore, StoredRow
 from nbflow._store.claims import BatchClaim
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ def batch(
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
+    reuse: str | None = None,
 ) -> pd.DataFrame:
     """Run the flow once per row (× every ``grid`` combination) and return a DataFrame, in input order.
 
@@ -103,9 +104,11 @@ def batch(
     ``@flow.node(cache="per-sample")`` are cached once per sample.
 
     Options: ``concurrency`` rows in flight; ``store="runs.db"`` commits each finished row to SQLite,
-    ``resume=True`` reuses the rows already finished in it, matched by content, and re-runs those
-    that depend on a node changed since (``resume="strict"`` refuses instead; ``retry_failed=True``
-    re-runs the failed ones); ``experiment="name"`` (and ``notes=``) records the batch as a named
+    ``resume=True`` reuses the rows already finished in it, matched by content, and re-runs in those
+    that depend on a node changed since only that node and what follows it, fed the other nodes' stored
+    outputs (``resume="strict"`` refuses instead; ``retry_failed=True`` re-runs the failed ones);
+    ``reuse="name"`` does the same from another stored batch or experiment of the flow into this new one
+    (re-score without re-calling the model: docs/batch.md); ``experiment="name"`` (and ``notes=``) records the batch as a named
     experiment (``nf.experiments(db)``, ``nf.load_batch(db, name)``); ``batch_id`` names the batch
     (default: the experiment name, else flow name + a hash of the rows, grid and outputs);
     secret-looking columns (api_key, token, password, secret) are not stored unless
@@ -144,7 +147,7 @@ def batch(
         keep_limit,
         trace,
     )
-    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
+    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
 
     def interrupted(exc: KeyboardInterrupt) -> BaseException:
@@ -188,6 +191,7 @@ async def abatch(
     keep: str | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
+    reuse: str | None = None,
 ) -> pd.DataFrame:
     """Like ``flow.batch`` (same options and result) on the running event loop.
 
@@ -214,7 +218,7 @@ async def abatch(
         keep_limit,
         trace,
     )
-    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns)
+    _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
     return await _drive(state)
 
@@ -346,7 +350,7 @@ async def _drive(state: State) -> pd.DataFrame:
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret, known)
             # One process at a time per stored batch (nbflow/_store/claims.py): a second resumer is refused.
             claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout, lock_wait=store.lock_wait)
-            todo = _resume(state, store, progress)
+            todo = _resume(state, store, progress, secret)
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
@@ -418,18 +422,19 @@ def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[Batc
     return BatchStore(store), True
 
 
-def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[int]:
-    """Register the batch in the store; with resume, fill in rows still valid (nbflow/_batch/reuse.py)."""
+def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: list[str]) -> list[int]:
+    """Register the batch in the store; with resume (or reuse=), fill in rows still valid (nbflow/_batch/reuse.py)."""
     assert state.batch_id is not None
     opts, cases = state.opts, state.cases
     n = len(cases.cases)
+    borrowed = _borrowed(state, store) if opts.reuse is not None else None
     info = store.batch_info(state.batch_id)
     if info is not None and info["flow"] != state.flow.name:
         raise StoreError(
             f"store {store.path!r} holds batch {state.batch_id!r} of flow {info['flow']!r}, not {state.flow.name!r}; "
             f"use another batch_id= / experiment= name"
         )
-    if info is None and opts.resume:
+    if info is None and opts.resume and borrowed is None:
         others = [b["batch_id"] for b in store.batches() if b["flow"] == state.flow.name]
         if others:
             warnings.warn(
@@ -444,14 +449,8 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
     stored = (
         store.stored_rows(state.batch_id, unpickle=bool(opts.resume), skip_unreadable=True) if info is not None else []
     )
-    if info is not None and store.unreadable:
-        first = next(iter(store.unreadable.items()))
-        warnings.warn(
-            f"store {store.path!r}: {len(store.unreadable)} finished rows of batch {state.batch_id!r} cannot be read "
-            f"back (row {first[0]}: {first[1]}); they run again",
-            NbflowWarning,
-            stacklevel=4,
-        )
+    if info is not None:
+        _warn_unreadable(store, state.batch_id)
     finished = [r for r in stored if r.status in FINISHED]
     if finished and not opts.resume:
         raise StoreError(
@@ -460,7 +459,11 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
             f"to start over"
         )
     fingerprints = node_fingerprints(state.flow.graph, state.flow.validate)
-    todo = reuse_rows(state, store, stored, fingerprints, progress) if finished else list(range(n))
+    todo = (
+        reuse_rows(state, store, stored, fingerprints, progress, borrowed)
+        if finished or borrowed is not None
+        else list(range(n))
+    )
     state.fingerprint = store.begin_batch(
         state.batch_id,
         state.flow.name,
@@ -469,7 +472,47 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress) -> list[in
         fingerprints=fingerprints,
         meta=experiment_meta(state),
     )
+    if state.copied:  # rows of the reused batch taken whole: they are rows of this batch too (their runs shared)
+        by_name = bool(secret)
+        store.write_rows(
+            prepare_row(store, state, i, result, secret, secrets=secret_texts(cases.cases[i].inputs, by_name=by_name))
+            for i in state.copied
+            if (result := state.results[i]) is not None
+        )
     return todo
+
+
+def _borrowed(state: State, store: BatchStore) -> list[StoredRow]:
+    """The finished rows of the batch ``reuse=`` names (same store, same flow), or a StoreError saying what it holds."""
+    name = state.opts.reuse
+    assert name is not None
+    info = store.batch_info(name)
+    flow = state.flow.name
+    if info is None:
+        known = [b["batch_id"] for b in store.batches() if b["flow"] == flow]
+        raise StoreError(
+            f"reuse={name!r}: store {store.path!r} holds no batch or experiment of that name; its batches of flow "
+            f"{flow!r}: {', '.join(map(repr, known)) or '(none)'} (nf.experiments({store.path!r}) lists them)"
+        )
+    if info["flow"] != flow:
+        raise StoreError(
+            f"reuse={name!r}: batch {name!r} of store {store.path!r} is of flow {info['flow']!r}, not {flow!r}; "
+            f"name a batch of this flow"
+        )
+    rows = [r for r in store.stored_rows(name, unpickle=True, skip_unreadable=True) if r.status in FINISHED]
+    _warn_unreadable(store, name)
+    return rows
+
+
+def _warn_unreadable(store: BatchStore, batch_id: str) -> None:
+    if store.unreadable:
+        first = next(iter(store.unreadable.items()))
+        warnings.warn(
+            f"store {store.path!r}: {len(store.unreadable)} finished rows of batch {batch_id!r} cannot be read "
+            f"back (row {first[0]}: {first[1]}); they run again",
+            NbflowWarning,
+            stacklevel=5,
+        )
 
 
 def _more_options(
@@ -479,6 +522,7 @@ def _more_options(
     notes: str | None,
     cooldown: float | None,
     max_cooldowns: int,
+    reuse: str | None = None,
 ) -> None:
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise BatchError(
@@ -510,6 +554,17 @@ def _more_options(
         raise BatchError(
             f"max_cooldowns= is the number of pauses before the batch stops, a positive int; got {max_cooldowns!r}"
         )
+    if reuse is not None:
+        if not isinstance(reuse, str) or not reuse:
+            raise BatchError(f"reuse= names a stored batch or experiment to reuse (a non-empty string), got {reuse!r}")
+        if opts.store is None:
+            raise BatchError(f"reuse={reuse!r} names a batch of a store; pass store='runs.db' (the file it is in) too")
+        if reuse in (experiment, opts.batch_id):
+            raise BatchError(
+                f"reuse={reuse!r} names this batch itself; to continue it pass resume=True, or store this run "
+                f"under a new name (experiment='...') to reuse {reuse!r} in it"
+            )
+    opts.reuse = reuse
     opts.experiment, opts.notes = experiment, notes
     opts.cooldown = float(cooldown) if cooldown is not None else None
     opts.max_cooldowns = max_cooldowns
@@ -524,23 +579,29 @@ def _cases(
     repeats: int,
     labels: Mapping[str, Any] | Iterable[str] | None,
 ) -> Cases:
-    cases = prepare_cases(flow.graph, rows, columns, grid, opts.outputs, repeats, labels)
+    archive = archive_of(getattr(rows, "attrs", None) or {})  # a result frame of this process given back
+    known = archive.variants if archive is not None else None
+    cases = prepare_cases(flow.graph, rows, columns, grid, opts.outputs, repeats, labels, known)
     if repeats > 1:
         _check_repeats(flow, cases, repeats)
     return cases
 
 
 def _check_repeats(flow: Flow, cases: Cases, repeats: int) -> None:
-    """Refuse repeats whose samples would all be cache hits of one call (identical, silently)."""
+    """Refuse repeats whose samples would all be cache hits of one call (identical, silently).
+
+    Nodes cached by the flow's default are keyed per sample in such a batch (``CachePlan.by_default``), so only a
+    flow whose every planned node is *declared* deterministic (``@flow.node(cache=True)``) would collapse."""
     cache = flow._resolved_policies().cache
     if cache is None:
         return
     planned = {n for case in cases.cases[:1] for n in case.plan.nodes}
-    if planned and planned <= cache.nodes and not (planned & cache.per_sample):
+    if planned and planned <= cache.nodes - cache.per_sample - cache.by_default:
         raise BatchError(
-            f"repeats={repeats}, but every node of flow {flow.name!r} that runs is cached as deterministic, so the "
-            f"{repeats} samples would be one cached call; declare the node that samples (the model call) with "
-            f"@flow.node(cache='per-sample') (one cache entry per sample) or cache=False"
+            f"repeats={repeats}, but every node of flow {flow.name!r} that runs is declared deterministic "
+            f"(cache=True: {', '.join(map(repr, sorted(planned)))}), so the {repeats} samples would be one cached "
+            f"call; declare the node that samples (the model call) with @flow.node(cache='per-sample') (one cache "
+            f"entry per sample) or cache=False"
         )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbflow._batch.columns import QUESTION_COLUMNS, REUSED_COLUMN
 from nbflow._core.errors import (
     BatchError,
     MissingColumnError,
@@ -30,12 +31,14 @@ __all__ = [
     "Case",
     "Cases",
     "KeyTexts",
+    "Refed",
     "assign_keys",
     "batch_key",
     "check_types",
     "content_key",
     "none_inputs",
     "prepare_cases",
+    "refed_frame",
 ]
 
 # Columns the batch adds to every result row.
@@ -173,13 +176,20 @@ def prepare_cases(
     outputs: Iterable[str] | str | None,
     repeats: int = 1,
     labels: Mapping[str, Any] | Iterable[str] | None = None,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Cases:
     """Expand rows × grid × repeats, map columns to flow inputs and plan once per set of columns.
 
     ``labels`` declares grid keys that feed no input (a list of names), or adds constant label
-    columns to every row (a dict). Secret-looking columns are left out of the rows' content keys.
+    columns to every row (a dict). Secret-looking columns are left out of the rows' content keys. A result
+    frame of this flow given back runs its rows again (``refed_frame``; ``known``: its batch's real variants).
     Raises BatchError / MissingColumnError / UnknownNodeError before anything runs.
     """
+    refed = refed_frame(graph, rows, grid, repeats, known)
+    if refed is not None:  # a result frame of this flow given back: its rows, each with its own variants
+        rows, grid = refed.rows, refed.grid
+        if outputs is None:  # the frame's own output columns again (df.update(new) puts them back)
+            outputs = [o for o in refed.outputs if o in graph.nodes] or None
     records, row_columns = _records(rows)
     own_index = _own_index(rows)
     label_names, constants = _check_labels(labels, row_columns)
@@ -187,6 +197,10 @@ def prepare_cases(
         records = [{**rec, **constants} for rec in records]
         row_columns = row_columns + list(constants)
     variants: dict[str, dict[str, Any]] = {}
+    if refed is not None:
+        variants.update(refed.variants)
+        label_names.update(refed.grid_keys)
+        _check_names(records, refed.variants)
     grid_values = _check_grid(grid, row_columns, variants)
     if repeats > 1 and (SAMPLE_COLUMN in row_columns or SAMPLE_COLUMN in grid_values):
         raise BatchError(
@@ -252,6 +266,7 @@ def prepare_cases(
     cases: list[Case] = []
     combos = list(itertools.product(*grid_values.values())) if grid_values else [()]
     keys = list(grid_values)
+    row_samples = refed is not None and refed.sampled  # a re-fed sample keeps its index (per-sample cache keys)
     index = 0
     samples = range(repeats) if repeats > 1 else (None,)
     single = len(combos) == 1 and len(samples) == 1  # one case per row: the row's own copy is its result row
@@ -284,11 +299,15 @@ def prepare_cases(
                 plan = plans.get(given)
                 if plan is None:
                     plan = plans[given] = _plan(graph, given, out_list, list(row), i)
-                cases.append(Case(index, row, inputs, plan, "", sample))
+                own = row.get(SAMPLE_COLUMN) if row_samples else sample
+                cases.append(Case(index, row, inputs, plan, "", own))
                 index += 1
     per_row = len(combos) * len(samples)
     if own_index is not None and per_row > 1:
         own_index = own_index.repeat(per_row)  # like DataFrame.explode: each row's label, per combination
+    if refed is not None:
+        keys = [*refed.grid_keys, *keys]
+        repeats = refed.repeats
     return Cases(cases, all_columns, keys, input_columns, out_list, own_index, variants, repeats, per_row)
 
 
@@ -369,6 +388,92 @@ def check_types(graph: Graph, cases: Cases, limit: int = 3) -> None:
             f"{'; '.join(problems)}{more}. Nothing ran: fix those cells (an empty cell is None only for an input "
             f"whose hint admits None, e.g. int | None)"
         )
+
+
+@dataclass(slots=True)
+class Refed:
+    """A batch result frame given back to ``flow.batch`` (``refed_frame``)."""
+
+    rows: Any  # the frame without the columns the batch added
+    grid: dict[str, Any] | None  # what is left of grid=: keys the frame does not have (crossed as usual)
+    variants: dict[str, dict[str, Any]]  # grid column of the frame -> {name: value}
+    grid_keys: list[str]  # the frame's grid columns: labels of each row's variant
+    sampled: bool  # the frame has its repeats' ``sample`` column
+    repeats: int
+    outputs: list[str]  # the frame's output nodes
+
+
+def refed_frame(
+    graph: Graph,
+    rows: Any,
+    grid: Mapping[str, Any] | None,
+    repeats: int,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Refed | None:
+    """``rows`` as the rows of a result frame of this flow given back (all rows or a filtered subset), else None.
+
+    The columns the batch added go (outputs, flattened ``node.field`` columns, status, question, usage, reused);
+    the grid columns stay as labels (and the frame's outputs are the default ``outputs=``), and a named variant's column gives the node its *value*: from ``grid=``
+    given again (its keys the frame has are not crossed again), else from ``known`` (the real values of the
+    frame's own batch, when it ran in this process), else from ``frame.attrs["variants"]`` when they are exact (not a repr). BatchError otherwise.
+    """
+    attrs = getattr(rows, "attrs", None)
+    columns = getattr(rows, "columns", None)
+    if not isinstance(attrs, dict) or columns is None or attrs.get("flow") != graph.name:
+        return None
+    if "status" not in columns or "run_id" not in columns:
+        return None
+    from nbflow._core.usage import USAGE_COLUMNS
+
+    outputs = [o for o in attrs.get("outputs") or [] if isinstance(o, str)]
+    added = {*outputs, *STATUS_COLUMNS, *QUESTION_COLUMNS, *USAGE_COLUMNS, REUSED_COLUMN}
+    prefixes = tuple(f"{o}." for o in outputs)
+    drop = [c for c in columns if c in added or (isinstance(c, str) and c.startswith(prefixes))]
+    frame = rows.drop(columns=drop)
+    frame.attrs = {}
+    keys = [k for k in attrs.get("grid") or [] if k in frame.columns]
+    given = dict(grid or {})
+    named = attrs.get("variants") or {}
+    variants: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        if key in given:
+            values = given.pop(key)
+            if isinstance(values, Mapping):
+                variants[key] = dict(values)
+            continue  # (a plain list: the column holds the value itself)
+        if key not in named:
+            continue
+        real = (known or {}).get(key)
+        if real is None:
+            if not attrs.get("variants_exact"):
+                raise BatchError(
+                    f"batch rows: this result frame's column {key!r} holds variant names, and their values are not "
+                    f"known here (a frame read back from a file, whose variants are kept by their repr); pass the "
+                    f"variants again: grid={{{key!r}: {{{', '.join(repr(n) + ': ...' for n in named[key])}}}}}"
+                )
+            real = named[key]
+        variants[key] = dict(real)
+    sampled = int(attrs.get("repeats") or 1) > 1 and SAMPLE_COLUMN in frame.columns
+    if sampled and repeats > 1:
+        raise BatchError(
+            f"repeats={repeats}: these rows are samples of a batch run with repeats={attrs.get('repeats')} (their "
+            f"{SAMPLE_COLUMN!r} column); give them back without repeats= to run each sample again"
+        )
+    return Refed(
+        frame, given or None, variants, keys, sampled, int(attrs.get("repeats") or 1) if sampled else 1, outputs
+    )
+
+
+def _check_names(records: list[dict[str, Any]], variants: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every re-fed row's variant name is one of its key's variants."""
+    for key, named in variants.items():
+        for i, rec in enumerate(records):
+            name = rec.get(key)
+            if not isinstance(name, str) or name not in named:
+                raise BatchError(
+                    f"batch row {i}: column {key!r} holds {name!r}, which is not one of its variants "
+                    f"({', '.join(map(repr, named))}); pass grid={{{key!r}: {{...}}}} with every name the rows use"
+                )
 
 
 def assign_keys(cases: Cases) -> KeyTexts:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["FINISHED", "QUESTION_COLUMNS", "as_dict", "clip", "json_safe"]
+__all__ = ["FINISHED", "QUESTION_COLUMNS", "REUSED_COLUMN", "as_dict", "clip", "json_safe"]
 
 # Row states that are final. "pending": never started; "cancelled": stopped while running; "paused": a
 # node asked a question (nf.ask); the row's run is kept and resumed by flow.answer(frame, ...).
 FINISHED = ("succeeded", "failed", "paused")
 # Columns of a paused row's question, present when some row paused.
 QUESTION_COLUMNS = ("question_prompt", "question_options")
+# A resumed or reusing batch (``resume=True``, ``reuse="name"``): the nodes whose stored outputs each row reused
+# instead of running them (nbflow/_batch/reuse.py); present only when a batch reused nodes.
+REUSED_COLUMN = "reused"
 
 
 def json_safe(value: Any) -> Any:

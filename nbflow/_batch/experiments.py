@@ -35,6 +35,8 @@ def experiment_meta(state: State) -> dict[str, Any]:
         "experiment": opts.experiment or state.batch_id,
         "grid": list(cases.grid_keys),
         "variants": {k: {name: _shown(k, v) for name, v in vs.items()} for k, vs in cases.variants.items()},
+        # every value as it is (not a repr, not a redaction marker): a frame loaded back can feed them again
+        "variants_exact": all(_shown(k, v) is v for k, vs in cases.variants.items() for v in vs.values()),
         "outputs": list(cases.outputs),
         "repeats": cases.repeats,
         "fingerprint": state.fingerprint,
@@ -201,6 +203,7 @@ def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: 
             "outputs": meta.get("outputs", []),
             "grid": meta.get("grid", []),
             "variants": meta.get("variants", {}),
+            "variants_exact": bool(meta.get("variants_exact", False)),
             "repeats": meta.get("repeats", 1),
             "experiment": meta.get("experiment", batch_id),
             "notes": meta.get("notes"),

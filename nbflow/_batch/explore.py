@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.cases import STATUS_COLUMNS
+from nbflow._batch.columns import REUSED_COLUMN
 from nbflow._batch.compare import classify, compare
 from nbflow._batch.rows import QUESTION_COLUMNS
 from nbflow._batch.runs import NbflowAccessor
@@ -195,15 +196,16 @@ def _rows(
     # a scorer's explanation (nf.Score: "<node>.explanation") and details follow its score
     nested = {o: [c for c in frame.columns if str(c).startswith(f"{o}.")] for o in outputs}
     inner = {c for cs in nested.values() for c in cs}
-    inputs = [
-        c
-        for c in frame.columns
-        if c not in outputs and c not in inner and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS
-    ]
+    added = (*STATUS_COLUMNS, *QUESTION_COLUMNS, REUSED_COLUMN)
+    inputs = [c for c in frame.columns if c not in outputs and c not in inner and c not in added]
     columns = [*inputs, *(c for o in outputs for c in (o, *nested[o])), "status", "error_message", "latency"]
+    if REUSED_COLUMN in frame.columns:  # which nodes a resumed row reused instead of running them
+        columns.insert(columns.index("status") + 1, REUSED_COLUMN)
     if "question_prompt" in frame.columns:
         columns.append("question_prompt")
     data = {c: frame[c].tolist() for c in columns}
+    if REUSED_COLUMN in data:
+        data[REUSED_COLUMN] = [", ".join(v) if isinstance(v, list | tuple) else v for v in data[REUSED_COLUMN]]
     options = frame["question_options"].tolist() if "question_options" in frame.columns else None
     rows = []
     for p in positions:
@@ -225,7 +227,11 @@ def _compare(
     case_cols = [
         c
         for c in frame.columns
-        if c not in outputs and c not in grid and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS
+        if c not in outputs
+        and c not in grid
+        and c not in STATUS_COLUMNS
+        and c not in QUESTION_COLUMNS
+        and c != REUSED_COLUMN
     ]
     names = sorted(set(variants))
     score = next((c for c in _numeric(frame) if c != "latency"), None)

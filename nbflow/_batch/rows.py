@@ -25,7 +25,7 @@ import anyio
 
 from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
-from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, clip, json_safe
+from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, REUSED_COLUMN, clip, json_safe
 from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
@@ -46,15 +46,18 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from nbflow._flow.flow import Flow
+    from nbflow._graph.graph import Plan
 
 __all__ = [
     "FINISHED",
     "QUESTION_COLUMNS",
+    "Fed",
     "Options",
     "State",
     "breaker_error",
     "clip",
     "end_batch",
+    "fed_result",
     "finish_partial",
     "outcome",
     "render_progress",
@@ -95,6 +98,18 @@ class Options:
     cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
     max_cooldowns: int = 3
     trace: Any = None  # OpenTelemetry spans per row (nbflow/otel.py); None: nbflow.config.trace
+    reuse: str | None = None  # another stored batch whose rows (and node outputs) this one reuses (reuse.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Fed:
+    """A stored row run again from its changed nodes (``nbflow/_batch/reuse.py``): the plan of what runs and the
+    stored outputs fed in for every other node (overrides, marked ``cached`` with their origin in the record)."""
+
+    plan: Plan
+    outputs: dict[str, Any]
+    origin: dict[str, str]  # node -> where its output came from ("run:<id>")
+    usage: dict[str, Any]  # the stored row's usage columns: what the reused nodes cost when they ran
 
 
 @dataclass(slots=True)
@@ -114,6 +129,9 @@ class State:
     fingerprint: str | None = None  # the store's id of the flow's per-node fingerprints (rows remember it)
     rerun: dict[str, int] = field(default_factory=dict)  # resume: changed node -> rows it made run again
     not_stored: set[int] = field(default_factory=set)  # finished rows whose store write failed
+    fed: dict[int, Fed] = field(default_factory=dict)  # row -> the stored outputs its re-run is fed (reuse.py)
+    reused: bool = False  # node-level reuse happened: the frame gets a REUSED_COLUMN
+    copied: list[int] = field(default_factory=list)  # rows taken whole from the batch named by reuse= (to store)
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -163,6 +181,8 @@ async def run_rows(
     sampled = any(c.sample is not None for c in all_cases)  # repeats=N (Dask workers get the cases alone)
     has_process = any(g.spec.options.get("executor") == "process" for g in graph.nodes.values())
     log_rows = logs.BATCH.isEnabledFor(logs.logging.DEBUG) or logs.NODE.isEnabledFor(logs.logging.INFO)
+    fed_rows = state.fed  # resumed rows re-run from their changed nodes (reuse.py): stored outputs fed in
+    no_outputs: dict[str, Any] = {}
 
     async def worker() -> None:
         # This worker task's context: the keys of cache="per-sample" nodes (set per row with repeats=N).
@@ -179,7 +199,11 @@ async def run_rows(
             progress.in_flight += 1
             used: list[tuple[Any, Any]] = []
             ROW.set(used)  # nf.usage() inside the row's nodes adds here
-            run = Run(flow_name, f"{prefix}-{i}", case.inputs, case.plan.nodes)
+            fed = fed_rows.get(i) if fed_rows else None
+            plan = case.plan if fed is None else fed.plan
+            run = Run(flow_name, f"{prefix}-{i}", case.inputs, plan.nodes)
+            if fed is not None:
+                run.reused = fed.origin
             run.graph = graph
             run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
             if sampled:
@@ -191,12 +215,13 @@ async def run_rows(
             running[i] = run  # left there if cancelled: the partial frame reads it
             timed_out = False
             try:
+                fed_outputs = no_outputs if fed is None else fed.outputs
                 if row_timeout is None:
-                    await execute_row(case.plan, run, case.inputs)
+                    await execute_row(plan, run, case.inputs, fed_outputs)
                 else:
                     try:
                         async with asyncio.timeout(row_timeout):
-                            await execute_row(case.plan, run, case.inputs)
+                            await execute_row(plan, run, case.inputs, fed_outputs)
                     except TimeoutError:
                         timed_out = True
             finally:
@@ -207,6 +232,8 @@ async def run_rows(
                 result["latency"] = max(0.0, result["latency"] - queue_time(run))
             if used:
                 result.update(row_usage(used))
+            if fed is not None:
+                fed_result(result, fed, state.reused)
             results[i] = result
             status = result["status"]
             kept = archive is not None and archive.wants(status)
@@ -401,6 +428,17 @@ def queue_time(run: Run) -> float:
         if any(a <= mid < b for a, b in waiting) and not any(a <= mid < b for a, b in running):
             total += hi - lo
     return total
+
+
+def fed_result(result: dict[str, Any], fed: Fed, column: bool = True) -> None:
+    """A re-run row's result: the nodes it reused (``REUSED_COLUMN``); its usage columns add this run's calls to
+    the stored row's (what the row's values cost in all, not only this call)."""
+    if column:  # (not when the rows have a column of that name: theirs is kept)
+        result[REUSED_COLUMN] = sorted(fed.outputs)
+    for col, value in fed.usage.items():
+        now = result.get(col)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            result[col] = value + now if isinstance(now, int | float) and not isinstance(now, bool) else value
 
 
 def _store_failed(i: int, exc: StoreError) -> str:
@@ -748,6 +786,11 @@ def _frame(state: State) -> pd.DataFrame:
         columns = [*columns, STORED_COLUMN]
         for k, r in enumerate(records):
             r[STORED_COLUMN] = k not in state.not_stored and r["status"] in FINISHED
+    if state.reused and REUSED_COLUMN not in columns:  # which nodes each row reused (a fresh row: none)
+        columns = [*columns, REUSED_COLUMN]
+        for r in records:
+            if REUSED_COLUMN not in r:
+                r[REUSED_COLUMN] = []
     # (map/contains: one pass in C over the rows, a third of a generator's time per row)
     if any(map(operator.contains, records, itertools.repeat(USAGE_COLUMNS[0]))):  # some node reported usage
         columns += USAGE_COLUMNS  # every finished row counts
@@ -772,6 +815,8 @@ def _frame(state: State) -> pd.DataFrame:
         frame = _flatten(frame, cases.outputs)
     # Most frequent first, ties in the order first seen: as ``frame["status"].value_counts()``, ~10x faster.
     counts = dict(sorted(collections.Counter(statuses).items(), key=lambda kv: -kv[1]))
+    variants = {k: dict(v) for k, v in cases.variants.items()}
+    attrs_variants = json_safe(variants)
     frame.attrs.update(
         {
             "flow": state.flow.name,
@@ -779,7 +824,7 @@ def _frame(state: State) -> pd.DataFrame:
             "outputs": list(cases.outputs),
             "grid": list(cases.grid_keys),
             # (values JSON cannot hold by their repr: pandas writes attrs into parquet as JSON)
-            "variants": json_safe({k: dict(v) for k, v in cases.variants.items()}),
+            "variants": attrs_variants,
             "repeats": cases.repeats,
             "experiment": state.opts.experiment,
             "stopped": state.stopped,
@@ -787,7 +832,10 @@ def _frame(state: State) -> pd.DataFrame:
             "counts": {str(k): int(v) for k, v in counts.items()},
         }
     )
+    if cases.variants and variants is attrs_variants:  # JSON holds them: a re-fed frame may take them as they are
+        frame.attrs["variants_exact"] = True
     if state.archive is not None:
+        state.archive.variants = cases.variants  # the real values, for this frame's rows re-fed in this process
         frame.attrs["nbflow_runs"] = state.archive
         state.archive.held_by(frame)
         if state.archive.store:

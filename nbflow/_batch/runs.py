@@ -30,13 +30,14 @@ from nbflow._core.errors import BatchError
 if TYPE_CHECKING:
     import os
     import pathlib
+    from collections.abc import Mapping
 
     import pandas as pd
 
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "RunArchive", "find_run", "register_accessor"]
+__all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "RunArchive", "archive_of", "find_run", "register_accessor"]
 
 KEEP_CHOICES = ("failed", "all", "none")
 KEEP_LIMIT = 10_000
@@ -64,6 +65,7 @@ class RunArchive(str):
         self.graph: Graph | None = None  # the batch's flow graph: a run read back from the store draws with it
         self.dropped = 0  # rows the policy wanted kept but the in-memory bound refused
         self._frame_token = 0  # which frame built from this batch is the latest (``held_by``)
+        self.variants: dict[str, dict[str, Any]] = {}  # the grid's named variants, real values (a re-fed frame's)
 
     def wants(self, status: str) -> bool:
         """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
@@ -126,12 +128,18 @@ def _release(archive: RunArchive, token: int) -> None:
             pass  # pushed out by newer batches already
 
 
-def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
-    """The run of a row by its id: in the frame's archive, any live archive, or the frame's store."""
-    archive = frame.attrs.get("nbflow_runs")
+def archive_of(attrs: Mapping[Any, Any]) -> RunArchive | None:
+    """The archive of a batch frame (its ``attrs``) if it lives in this process."""
+    archive = attrs.get("nbflow_runs")
     if isinstance(archive, str) and not isinstance(archive, RunArchive):
         archive = _ARCHIVES.get(archive)  # the id, read back from a file (to_parquet keeps attrs as JSON)
-    candidates = [archive] if isinstance(archive, RunArchive) else []
+    return archive if isinstance(archive, RunArchive) else None
+
+
+def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
+    """The run of a row by its id: in the frame's archive, any live archive, or the frame's store."""
+    archive = archive_of(frame.attrs)
+    candidates = [archive] if archive is not None else []
     prefix = run_id.rsplit("-", 1)[0]
     found = _ARCHIVES.get(prefix)
     if found is not None:
@@ -265,6 +273,16 @@ class NbflowAccessor:
         from nbflow._batch.save import redacted
 
         return redacted(self._frame)
+
+    def rerun(self, flow: Any, /, **options: Any) -> pd.DataFrame:
+        """Run this frame's rows again through ``flow`` (``flow.batch(frame, **options)``), e.g. the failures:
+        ``df[df.status == "failed"].nbflow.rerun(flow)``.
+
+        Each row runs with its own inputs and the *values* of its named variants (the grid columns stay
+        the labels), with its index label; the columns the batch added (outputs, status, usage...) are
+        dropped first. ``options`` are ``flow.batch``'s (``grid=`` again is allowed: it gives the variants'
+        values). Returns the new frame of these rows; ``df.update(new)`` puts them back into ``df``."""
+        return flow.batch(self._frame, **options)
 
     def explore(self) -> Any:
         """The results explorer for this frame (see ``nf.explore``)."""

@@ -79,6 +79,9 @@ class CachePlan:
     validate: bool
     nodes: frozenset[str]
     per_sample: frozenset[str] = frozenset()
+    by_default: frozenset[str] = frozenset()
+    """Nodes cached only by the flow's default (no ``cache=`` of their own): not declared deterministic, so in a
+    batch with ``repeats=N`` each sample gets its own entry (never N samples served by one call)."""
     _fingerprints: dict[str, str | None] = field(default_factory=dict)
     _warned: set[tuple[str, str]] = field(default_factory=set)
     _inflight: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=dict)
@@ -122,7 +125,8 @@ def plan_cache(graph: Graph, backend: CacheBackend | None, default: bool, valida
     if not nodes or backend is None:
         return None
     per_sample = frozenset(n for n in nodes if graph.nodes[n].spec.options.get("cache") == PER_SAMPLE)
-    return CachePlan(backend, graph.name, validate, nodes, per_sample)
+    by_default = frozenset(n for n in nodes if "cache" not in graph.nodes[n].spec.options)
+    return CachePlan(backend, graph.name, validate, nodes, per_sample, by_default)
 
 
 def _node_fingerprint(flow: str, validate: bool, g: GNode) -> str:
@@ -208,6 +212,10 @@ class CacheSession:
         parts: list[Any] = [fp, globals_fingerprint(g.spec.func)]
         if name in self.plan.per_sample:
             parts.append(("sample", SAMPLE.get()))
+        elif name in self.plan.by_default:
+            sample = SAMPLE.get()  # (None outside a repeats=N batch: the key is what it always was)
+            if sample is not None:
+                parts.append(("sample", sample))
         for dep in g.deps:
             if dep.param not in kwargs:
                 parts.append((dep.param, "default"))

@@ -5,7 +5,8 @@ digest is computed in memory and only the hash is ever kept). A function's finge
 normalized source when Python can find it (notebook cells included): its AST without docstrings,
 so comments, formatting and docstrings do not count; else its byte code and constants,
 plus what it reads that a notebook user edits in other cells: simple global values (strings,
-numbers, containers of them) and helper functions from the same module (recursively, by source).
+numbers, containers of them) and helper functions from the same module or from the user's own modules
+(``project_module``: not the standard library, site-packages or nbflow), recursively, by source.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import functools
 import hashlib
 import inspect
 import io
+import os
 import pickle
+import sys
+import sysconfig
 import textwrap
 import types
 from collections.abc import Callable
@@ -24,7 +28,7 @@ from typing import Any
 
 from nbflow._core.secrets import Secret
 
-__all__ = ["Unhashable", "code_fingerprint", "digest", "globals_fingerprint"]
+__all__ = ["Unhashable", "code_fingerprint", "digest", "globals_fingerprint", "project_module"]
 
 _PROTOCOL = 5  # fixed: the same value gives the same bytes across runs and processes
 _SIMPLE = (str, bytes, int, float, complex, bool, type(None))
@@ -155,14 +159,49 @@ def _is_data(value: Any) -> bool:
     )
 
 
+def project_module(name: str) -> bool:
+    """Is module ``name`` the user's own code: a ``.py`` file outside the standard library, site-packages and
+    nbflow (a project's module, also one installed editable), or a notebook's ``__main__``?"""
+    if name == "__main__":
+        return True
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return False  # a built-in or C module, a namespace package
+    return _project_file(file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _project_file(file: str) -> bool:
+    path = os.path.realpath(file)
+    if not path.endswith(".py"):
+        return False  # an extension module (.so): compiled, nothing to fingerprint by source
+    parts = path.split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    return not any(path.startswith(root + os.sep) for root in _library_roots())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    """Where code that is not the user's lives: the standard library(ies), installed packages, nbflow itself."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the nbflow package
+    return tuple(sorted(os.path.realpath(r) for r in roots if r))
+
+
 def globals_fingerprint(func: Callable[..., Any]) -> str:
     """A digest of the globals ``func`` reads that a notebook user may edit in another cell.
 
     Simple values (a prompt string, a model name, a dict of settings) and data (a global DataFrame,
-    Series or numpy array, by the digest of its content: see docs/data_pipelines.md for the cost) count by value; functions of
-    the same module (helpers defined in the notebook) by their code and their own globals. Anything
-    else (modules, classes, clients, a Counter) is left out, and so are names the code assigns with
-    ``global`` (counters): editing those does not invalidate the cache.
+    Series or numpy array, by the digest of its content: see docs/data_pipelines.md for the cost) count by value;
+    functions of the same module (helpers defined in the notebook) and of the user's own modules
+    (``project_module``: ``from helpers import clean``, ``import helpers; helpers.clean(...)``) by their code
+    and their own globals, up to three levels deep; classes of the user's modules by their methods' code.
+    Anything else (modules and functions of the standard library or installed packages, clients, a Counter)
+    is left out, and so are names the code assigns with ``global`` (counters): editing those does not
+    invalidate the cache.
     Computed at each run, since a global can change without the flow changing.
     """
     fn = _function(func.func if isinstance(func, functools.partial) else func)
@@ -188,15 +227,35 @@ def globals_fingerprint(func: Callable[..., Any]) -> str:
                     parts.append((name, digest(value)))
                 except Unhashable:
                     continue
-            elif isinstance(value, types.FunctionType) and value.__module__ == fn.__module__:
-                if id(value) in seen or depth >= _DEPTH:
-                    continue
-                seen.add(id(value))
-                try:
-                    parts.append((name, code_fingerprint(value)))
-                except Unhashable:
-                    continue
-                visit(value, depth + 1)
+            elif isinstance(value, types.FunctionType) and (
+                value.__module__ == fn.__module__ or project_module(value.__module__)
+            ):
+                helper(name, value, depth)
+            elif isinstance(value, type) and project_module(value.__module__):
+                for attr, method in sorted(vars(value).items()):  # a class of the project: its methods' code
+                    found = _function(method.__func__ if isinstance(method, classmethod | staticmethod) else method)
+                    if found is not None:
+                        helper(f"{name}.{attr}", found, depth)
+            elif isinstance(value, types.ModuleType) and project_module(value.__name__):
+                # ``import helpers`` then ``helpers.clean(x)``: the names the code reads that the module defines
+                # (a name read from anything else that the module also defines counts too: harmless)
+                members = vars(value)
+                for attr in sorted(names):
+                    member = members.get(attr)
+                    if isinstance(member, types.FunctionType) and member.__module__ == value.__name__:
+                        helper(f"{name}.{attr}", member, depth)
+                    elif member is not None and _is_simple(member):
+                        parts.append((f"{name}.{attr}", member))
+
+    def helper(name: str, value: types.FunctionType, depth: int) -> None:
+        if id(value) in seen or depth >= _DEPTH:
+            return
+        seen.add(id(value))
+        try:
+            parts.append((name, code_fingerprint(value)))
+        except Unhashable:
+            return
+        visit(value, depth + 1)
 
     visit(fn, 0)
     parts = [p for p in parts if p[0] not in written]  # ``global n; n += 1``: a counter, not a setting

@@ -314,6 +314,7 @@ class _Scheduler:
         status = self.cols.status
         index = self.cols.index
         n = len(self.names)
+        reused = self.run.reused  # outputs a batch fed from a stored row: marked as cached, not overridden
         for name in self.overrides:
             i = index.get(name, n)
             if i >= n or status[i].finished:
@@ -322,12 +323,23 @@ class _Scheduler:
             rec = self.records[name]
             rec._to(_SUCCEEDED)
             rec.output = self.overrides[name]
-            rec.overridden = True
+            cached = reused is not None and name in reused
+            if cached:
+                assert reused is not None
+                rec.cached = True
+                rec.cache_key = reused[name]
+            else:
+                rec.overridden = True
             rec.started_at = rec.finished_at = time.time()
             if self.run._subscribers:
                 self.run._emit(
                     NodeSucceeded(
-                        run_id=self.run.run_id, time=rec.finished_at, node=name, duration=0.0, overridden=True
+                        run_id=self.run.run_id,
+                        time=rec.finished_at,
+                        node=name,
+                        duration=0.0,
+                        overridden=not cached,
+                        cached=cached,
                     )
                 )
             elif self.run._armed:  # only the run view watches: a coalesced notice, no event

@@ -729,8 +729,11 @@ class Flow:
 
         return lineage_of(run)
 
-    def _row_executor(self, graph: Graph) -> Callable[[Plan, Run, dict[str, Any]], Awaitable[Run]]:
+    def _row_executor(self, graph: Graph) -> Callable[..., Awaitable[Run]]:
         """``_execute(..., tick=False)`` for a batch's rows, with what every row shares resolved once.
+
+        Called as ``execute_row(plan, run, inputs)``, or with the stored outputs a resumed row is fed as a
+        fourth argument (overrides: ``nbflow/_batch/reuse.py``).
 
         The batch checked its options and planned every row up front (``_begin``'s checks are per
         call, not per row), so per row only the run itself is left: the flow's policies and
@@ -750,14 +753,16 @@ class Flow:
         if not any(g.resources for g in graph.nodes.values()):
             # Nothing for a row's run to let go of (a row's run has no store: the batch stores it), so
             # the row awaits ``execute`` itself: no coroutine of its own between the row and its nodes.
-            def plain_row(plan: Plan, run: Run, inputs: dict[str, Any]) -> Awaitable[Run]:
-                return execute(graph, plan, run, inputs, no_overrides, cap, policies)
+            def plain_row(
+                plan: Plan, run: Run, inputs: dict[str, Any], overrides: dict[str, Any] = no_overrides
+            ) -> Awaitable[Run]:
+                return execute(graph, plan, run, inputs, overrides, cap, policies)
 
             return plain_row
 
-        async def row(plan: Plan, run: Run, inputs: dict[str, Any]) -> Run:
+        async def row(plan: Plan, run: Run, inputs: dict[str, Any], overrides: dict[str, Any] = no_overrides) -> Run:
             try:
-                await execute(graph, plan, run, inputs, no_overrides, cap, policies)
+                await execute(graph, plan, run, inputs, overrides, cap, policies)
             finally:
                 run._resources = None  # a finished run keeps no resource alive
             return run

@@ -291,7 +291,8 @@ class NodeRecord:
     ``attempts`` lists every try; ``recovered`` is True when the node failed and
     ``on_error=nf.Default(...)`` supplied its output (it is then SUCCEEDED and keeps ``error``).
     ``cached`` is True when the output came from the node cache (SUCCEEDED, no attempts, duration 0);
-    ``cache_key`` is the key a cached node was looked up under (docs/caching.md).
+    ``cache_key`` is the key a cached node was looked up under (docs/caching.md), or, for an output a
+    batch reused from a stored row (``Run.reused``), where it came from (``run:<id>``).
 
     A record is a view: its fields live in its run's ``NodeColumns`` (``_c``, at index ``_i``), where
     the engine writes them; a record made on its own (``NodeRecord(name)``) has columns of its own.
@@ -487,6 +488,9 @@ class Run:
     targets: tuple[str, ...] | None = None
     kept: frozenset[str] | None = None
     """``keep=``: the nodes whose outputs this run keeps (None: all)."""
+    reused: Mapping[str, str] | None = None
+    """Nodes whose output a batch fed from a stored row instead of running them (node -> where from, e.g.
+    ``run:<id>``): their records are SUCCEEDED and ``cached``, with that origin as ``cache_key``."""
     _root_ref: Run | None = None  # see _root
     _path = ""
     _flow: Any = None

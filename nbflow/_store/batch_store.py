@@ -65,7 +65,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["LEGACY_KEY", "SCHEMA_VERSION", "BatchStore", "PreparedRow", "StoredRow", "UnstorableValue"]
+__all__ = [
+    "LEGACY_KEY",
+    "SCHEMA_VERSION",
+    "BatchStore",
+    "KeptOutputs",
+    "PreparedRow",
+    "StoredRow",
+    "UnstorableValue",
+    "holds_redaction",
+]
 
 SCHEMA_VERSION = 3
 LEGACY_KEY = "row:"  # case_key prefix of rows migrated from version 1 (no content key yet)
@@ -166,6 +175,32 @@ class UnstorableValue(StoreError):
     def __init__(self, column: str, why: str) -> None:
         self.column = column
         super().__init__(f"the value of {column!r} cannot be stored ({why})")
+
+
+class KeptOutputs(NamedTuple):
+    """A stored run's nodes as ``BatchStore.kept_outputs`` reads them back: status by node, usable outputs by node."""
+
+    statuses: dict[str, str]
+    outputs: dict[str, Any]
+    redacted: frozenset[str] = frozenset()
+    """Succeeded nodes whose stored output holds a redaction (left out of ``outputs``)."""
+
+
+def holds_redaction(value: Any) -> bool:
+    """Does a value read back from a store hold a redaction (``REDACTED``, ``[REDACTED]``, ``<redacted: ...>``)?
+
+    Judged on its pickle, so text inside any object counts; a value that cannot be pickled counts as holding one
+    (it cannot be checked). A value that merely contains the word ``REDACTED`` counts too: re-running its node
+    costs a call, feeding a scrubbed value would give a silently wrong result."""
+    import pickle
+
+    if type(value) in _AS_IS:
+        return isinstance(value, str) and ("REDACTED" in value or "<redacted" in value)
+    try:
+        data = pickle.dumps(value, protocol=5)
+    except Exception:
+        return True
+    return b"REDACTED" in data or b"<redacted" in data
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,6 +673,34 @@ class BatchStore:
                 continue
             out.append(StoredRow(index, run_id, status, finished_at, data, key, self.fingerprints(fp)))
         return out
+
+    def kept_outputs(self, run_id: str) -> KeptOutputs | None:
+        """What the stored run of a row (kept with it: ``keep="all"``) holds for re-use: each node's final status,
+        and the outputs of its succeeded nodes that stand for the real value. Left out: a value the store could
+        not keep or ``keep=`` dropped, and one holding a redaction (a secret's text, or the word ``REDACTED``
+        itself: such a node runs again rather than being fed a changed value). None when the store has no such
+        run or cannot read it back (another user's pickles without ``allow_pickle``)."""
+        from nbflow._core.missing import MISSING
+        from nbflow._record.run import DROPPED
+        from nbflow._store.checkpoint import load_run
+
+        try:
+            run = load_run(self.path, run_id, allow_pickle=self.allow_pickle)
+        except StoreError:
+            return None
+        statuses: dict[str, str] = {}
+        outputs: dict[str, Any] = {}
+        redacted: set[str] = set()
+        for name, rec in run.nodes.items():
+            statuses[name] = rec.status.value
+            value = rec.output
+            if rec.status.value != "succeeded" or value is MISSING or value is DROPPED:
+                continue
+            if holds_redaction(value):
+                redacted.add(name)
+            else:
+                outputs[name] = value
+        return KeptOutputs(statuses, outputs, frozenset(redacted))
 
     def load(self, batch_id: str, *, unpickle: bool = True) -> pd.DataFrame:
         """The finished rows of a batch as a DataFrame (index: row index; secret columns hold a marker)."""

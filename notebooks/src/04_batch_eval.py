@@ -237,6 +237,41 @@ print(nf.experiments(db2)[["experiment", "flow", "rows", "succeeded", "failed", 
 print(nf.load_batch(db2, "terse-vs-steps").shape)
 
 # %% [markdown]
+# ## Re-score without calling the model again
+#
+# A new scorer over the stored experiment: `reuse="terse-vs-steps"` starts a new experiment from its rows.
+# Each row runs only the nodes that are new or changed since (here `brevity`), fed the stored answers, so
+# the model is not called again; a row whose answer had failed has nothing to feed and runs its model call.
+# The `reused` column lists the nodes each row took from the store. An edited scorer works the same way,
+# and so does `resume=True` on the same experiment (docs/batch.md, "Re-score without re-calling the model").
+
+# %%
+# NBVAL_CHECK_OUTPUT
+import warnings
+
+@versions.node
+def brevity(answer: str) -> float:
+    """A new scorer: the fewer words, the better."""
+    return round(1.0 / len(answer.split()), 3)
+
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    rescored = versions.batch(
+        cases,
+        grid={"template": VERSIONS},
+        outputs=["answer", "correct", "brevity"],
+        store=db2,
+        experiment="with-brevity",
+        reuse="terse-vs-steps",
+        progress=False,
+    )
+print(said[0].message)
+ran = sum("answer" not in r for r in rescored["reused"])
+print(f"{len(rescored)} rows; the model ran for {ran} of them (their stored answer had failed)")
+print("same answers:", rescored["answer"].fillna("").eq(ab["answer"].fillna("")).sum(), "of", len(ab))
+nf.summarize(rescored, scores=["correct", "brevity"])[["rows", "failed", "correct_mean", "brevity_mean"]]
+
+# %% [markdown]
 # ## Deciding: is v2 better than v1?
 #
 # Counting regressions is not a decision: with 60 cases, some differences are noise. The last step scores

@@ -57,7 +57,7 @@ def test_resume_after_editing_a_node_reruns_the_rows_that_depend_on_it_and_says_
     with pytest.warns(nf.NbflowWarning, match=r"4 of the stored rows run again because node 'score' \(4 rows\)"):
         again = flow.batch(ROWS, store=db, outputs=["score"], batch_id="b", resume=True)
     assert again["score"].tolist() == [1.0] * 4  # 0.5 + 0.5: the new code's numbers, not the stored ones
-    assert CALLS == {"score": 4, "answer": 4}
+    assert CALLS == {"score": 4}  # only the edited node ran: 'answer' was fed its stored output (issue 30)
 
     CALLS.clear()  # now the store holds the new version: nothing runs, nothing is said
     with warnings.catch_warnings():
@@ -176,9 +176,14 @@ def test_repeats_make_distinct_calls_even_with_the_cache_on():
     assert again["sample_answer"].tolist() == df["sample_answer"].tolist()
 
 
-def test_repeats_with_every_node_cached_as_deterministic_is_refused():
-    flow = sampling_flow(cache=None)
-    with pytest.raises(nf.BatchError, match=r"cache='per-sample'"):
+def test_repeats_with_every_node_declared_deterministic_is_refused():
+    flow = sampling_flow(cache=True)
+
+    @flow.node(cache=True)
+    def grade(sample_answer: str) -> int:
+        return len(sample_answer)
+
+    with pytest.raises(nf.BatchError, match=r"declared deterministic .*cache='per-sample'"):
         flow.batch(ROWS, repeats=3)
     with pytest.raises(nf.BatchError, match="positive int"):
         flow.batch(ROWS, repeats=0)
