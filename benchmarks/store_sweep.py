@@ -49,11 +49,11 @@ def make_flow() -> nf.Flow:
         return int(len(raw) * 0.75)
 
     @flow.node
-    def X_train(raw: pd.DataFrame) -> pd.DataFrame:  # noqa: N802 (the issue's names)
+    def X_train(raw: pd.DataFrame) -> pd.DataFrame:
         return raw.drop(columns="y").iloc[: cut(raw)]
 
     @flow.node
-    def X_test(raw: pd.DataFrame) -> pd.DataFrame:  # noqa: N802
+    def X_test(raw: pd.DataFrame) -> pd.DataFrame:
         return raw.drop(columns="y").iloc[cut(raw) :]
 
     @flow.node
@@ -65,19 +65,27 @@ def make_flow() -> nf.Flow:
         return raw["y"].iloc[cut(raw) :]
 
     @flow.node
-    def ridge_score(X_train: pd.DataFrame, y_train: pd.Series, X_test: pd.DataFrame, y_test: pd.Series, alpha: float) -> float:  # noqa: N803
+    def ridge_score(
+        X_train: pd.DataFrame, y_train: pd.Series, X_test: pd.DataFrame, y_test: pd.Series, alpha: float
+    ) -> float:
         from sklearn.linear_model import RidgeClassifier
 
         return float(RidgeClassifier(alpha=alpha).fit(X_train, y_train).score(X_test, y_test))
 
     @flow.node
-    def tree_score(X_train: pd.DataFrame, y_train: pd.Series, X_test: pd.DataFrame, y_test: pd.Series, depth: int) -> float:  # noqa: N803
+    def tree_score(
+        X_train: pd.DataFrame, y_train: pd.Series, X_test: pd.DataFrame, y_test: pd.Series, depth: int
+    ) -> float:
         from sklearn.tree import DecisionTreeClassifier
 
-        return float(DecisionTreeClassifier(max_depth=depth, random_state=0).fit(X_train, y_train).score(X_test, y_test))
+        return float(
+            DecisionTreeClassifier(max_depth=depth, random_state=0).fit(X_train, y_train).score(X_test, y_test)
+        )
 
     @flow.node
-    def forest_score(X_train: pd.DataFrame, y_train: pd.Series, X_test: pd.DataFrame, y_test: pd.Series, depth: int) -> float:  # noqa: N803
+    def forest_score(
+        X_train: pd.DataFrame, y_train: pd.Series, X_test: pd.DataFrame, y_test: pd.Series, depth: int
+    ) -> float:
         from sklearn.ensemble import RandomForestClassifier
 
         model = RandomForestClassifier(n_estimators=8, max_depth=depth, random_state=0, n_jobs=1)
@@ -97,7 +105,9 @@ def sweep(flow: nf.Flow, samples: int, concurrency: int, store: str | None) -> t
     spent = time.perf_counter() - t0
     failed = frame[frame["status"] != "succeeded"]
     if len(failed):
-        raise SystemExit(f"{len(failed)} rows did not succeed: {failed[['status', 'error_message']].head(3).to_dict('records')}")
+        raise SystemExit(
+            f"{len(failed)} rows did not succeed: {failed[['status', 'error_message']].head(3).to_dict('records')}"
+        )
     return frame, spent
 
 
@@ -157,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         f"with store=: min {min(with_store):.2f}s, median {statistics.median(with_store):.2f}s"
     )
     print(f"store= / no store: {lo:.2f}x (min), {med:.2f}x (median) (goal <= 1.1x)")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {args.rounds} rounds, concurrency {args.concurrency}")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {args.rounds} rounds, concurrency {args.concurrency}"
+    )
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def test_batches_and_run_checkpoints_share_one_file(tmp_path):
     assert nf.load_run(db, run.run_id)["double"] == 4
     with closing(sqlite3.connect(db)) as con:
         keys = dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall())
-    assert keys == {"checkpoint_schema": "3", "batch_schema": "3"}
+    assert keys == {"checkpoint_schema": "4", "batch_schema": "3"}
 
 
 def test_batches_listing_load_and_delete(tmp_path):
