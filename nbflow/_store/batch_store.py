@@ -57,6 +57,7 @@ from nbflow._core.secrets import Redactor, Secret
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
 from nbflow._store.pickling import UntrustedData, json_exact, json_text, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, open_db, store_error
+from nbflow._store.values import Collected, collect
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -324,11 +325,33 @@ class BatchStore:
         return found
 
     def delete_batch(self, batch_id: str) -> None:
-        """Forget the batch and its rows."""
+        """Forget the batch, its rows and the runs its rows kept (``gc()`` then frees the values only they held)."""
         self._forget(batch_id)
         with self._transaction():
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            # (a run another batch's row also names stays)
+            runs = (
+                "SELECT run_id FROM batch_rows WHERE batch_id = ? AND run_id IS NOT NULL AND run_id NOT IN "
+                "(SELECT run_id FROM batch_rows WHERE batch_id != ? AND run_id IS NOT NULL)"
+            )
+            for table in ("checkpoint_nodes", "checkpoint_questions", "nbflow_value_refs", "checkpoint_runs"):
+                if table in tables:
+                    self._db.execute(f"DELETE FROM {table} WHERE run_id IN ({runs})", (batch_id, batch_id))
             self._db.execute("DELETE FROM batch_rows WHERE batch_id = ?", (batch_id,))
             self._db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
+
+    def gc(self, *, vacuum: bool = True) -> Collected:
+        """Delete the stored values no run refers to any more (those of deleted batches and runs), then VACUUM
+        the file (``vacuum=False``: leave its size as it is). Returns what was freed (``.freed``: bytes the
+        file shrank by; ``.values``, ``.value_bytes``: the values deleted). The CLI's ``nbflow gc RUNS.db``.
+
+        Safe while another process writes the store: a writer checks a value is there inside its own
+        transaction. Raises StoreError if the file is locked for longer than ``timeout`` or read-only."""
+        self.identity.check()
+        try:
+            return collect(self._db, self.path, vacuum=vacuum)
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path, self.timeout) from None
 
     def batches(self) -> list[dict[str, Any]]:
         """Every batch in the store with its number of finished rows."""
