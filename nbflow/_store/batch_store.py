@@ -340,6 +340,20 @@ class BatchStore:
             self._db.execute("DELETE FROM batch_rows WHERE batch_id = ?", (batch_id,))
             self._db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
 
+    def values(self) -> pd.DataFrame:
+        """The values stored once (``nbflow/_store/values.py``): ``key`` (its data version), ``bytes`` (as
+        stored) and ``runs`` (how many stored runs refer to it; 0: ``gc()`` deletes it), largest first."""
+        import pandas as pd
+
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        rows = []
+        if "nbflow_values" in tables:
+            rows = self._db.execute(
+                "SELECT v.key, v.size, (SELECT count(*) FROM nbflow_value_refs r WHERE r.key = v.key) "
+                "FROM nbflow_values v ORDER BY v.size DESC, v.key"
+            ).fetchall()
+        return pd.DataFrame(rows, columns=["key", "bytes", "runs"])
+
     def gc(self, *, vacuum: bool = True) -> Collected:
         """Delete the stored values no run refers to any more (those of deleted batches and runs), then VACUUM
         the file (``vacuum=False``: leave its size as it is). Returns what was freed (``.freed``: bytes the

@@ -103,6 +103,8 @@ def test_gc_frees_a_deleted_experiments_values_and_keeps_the_shared_ones(tmp_pat
     gone = flow.batch([{"n": 40_000, "seed": 1}], grid={"k": [1, 2]}, store=db, experiment="gone", progress=False)
     with nf.BatchStore(db) as store:
         assert store.gc().values == 0  # everything is referenced
+        listed = store.values()
+        assert len(listed) == 6 and listed["runs"].tolist() == [2] * 6 and listed["bytes"].min() > 100_000
         store.delete_batch("gone")
         before = file_bytes(db)
         done = store.gc()
@@ -221,3 +223,27 @@ def test_keep_names_the_nodes_whose_outputs_every_row_keeps(tmp_path: Path) -> N
         flow.batch(ROWS, keep=["rwa"], progress=False)
     with pytest.raises(nf.BatchError, match="a list names the nodes"):
         flow.batch(ROWS, keep=[], progress=False)
+
+
+def test_nbflow_batch_keep_on_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text(
+        "from tests.store.values_child import make_flow\n\nflow = make_flow('cli_frames')\n", encoding="utf-8"
+    )
+    (tmp_path / "cases.csv").write_text("n\n2000\n", encoding="utf-8")
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "nbflow", "batch", "flows.py:flow", "cases.csv", "--no-progress", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+
+    done = cli("--grid", "k=[1,2]", "--store", str(db), "--keep", "raw,X_test")
+    assert done.returncode == 0, done.stderr
+    (batch,) = nf.BatchStore(db).batches()
+    run = nf.load_run(db, nf.load_batch(db, batch["batch_id"]).loc[0, "run_id"])
+    assert run["raw"].shape == (2000, 7) and run["X_test"].shape == (500, 7)
+    with pytest.raises(nf.NodeOutputError, match="dropped"):
+        run["X_train"]
+    bad = cli("--keep", "raw,X_tran")
+    assert bad.returncode == 2
+    assert "'X_tran' is not a node of flow 'cli_frames' (did you mean 'X_train'?)" in bad.stderr, bad.stderr
