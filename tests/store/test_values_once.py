@@ -247,3 +247,29 @@ def test_nbflow_batch_keep_on_the_command_line(tmp_path: Path) -> None:
     bad = cli("--keep", "raw,X_tran")
     assert bad.returncode == 2
     assert "'X_tran' is not a node of flow 'cli_frames' (did you mean 'X_train'?)" in bad.stderr, bad.stderr
+
+
+def test_a_shared_value_of_a_run_with_a_secret_is_stored_redacted(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("secret_values")
+
+    @flow.node
+    def echo(api_key: str, n: int) -> dict:
+        return {"said": f"my key is {api_key}", "pad": ["x" * 50] * n}
+
+    @flow.node
+    def size(echo: dict) -> int:
+        return len(echo["pad"])
+
+    key = "sk-live-0123456789abcdef"
+    frame = flow.batch([{"api_key": nf.Secret(key), "n": 100}, {"api_key": nf.Secret(key), "n": 100}], store=db)
+    assert (frame["status"] == "succeeded").all()
+    with nf.BatchStore(db) as store:
+        listed = store.values()
+    assert len(listed) == 1 and listed.loc[0, "runs"] == 2  # the same redacted value, once
+    assert listed.loc[0, "key"].startswith("b:")  # keyed by the bytes written, not by the secret's value
+    for path in (db, Path(f"{db}-wal")):
+        if path.exists():
+            assert key.encode() not in path.read_bytes()
+    back = nf.load_run(db, frame.loc[0, "run_id"])
+    assert back["echo"]["said"] == "my key is [REDACTED]" and back.nodes["size"].inputs["echo"] == back["echo"]
