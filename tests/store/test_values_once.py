@@ -273,3 +273,13 @@ def test_a_shared_value_of_a_run_with_a_secret_is_stored_redacted(tmp_path: Path
             assert key.encode() not in path.read_bytes()
     back = nf.load_run(db, frame.loc[0, "run_id"])
     assert back["echo"]["said"] == "my key is [REDACTED]" and back.nodes["size"].inputs["echo"] == back["echo"]
+
+
+def test_checkpointed_runs_share_their_values_too(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    flow = make_flow("checkpointed_frames")
+    first = flow.run(n=40_000, k=1, store=db)
+    second = flow.run(n=40_000, k=2, store=db)
+    assert table(db, "SELECT count(*) FROM nbflow_values")[0][0] == 3  # raw, X_train, X_test: once for both runs
+    for run in (first, second):
+        assert_same_run(nf.load_run(db, run.run_id), run)
