@@ -13,6 +13,10 @@ Schema (version 3; the file may also hold run checkpoints, see ``nbflow/_store/c
                finished_at REAL, fingerprint TEXT, data TEXT)     INDEX batch_rows_batch(batch_id)
     flow_fingerprints(fingerprint TEXT PK, nodes TEXT)   node -> fingerprint (JSON), shared by rows
 
+The runs a batch keeps are checkpoint runs of the same file, their large values stored once, shared by
+every row and batch (``values.py``); ``delete_batch`` takes a batch's runs with it and ``gc()`` then
+deletes the values no run refers to any more.
+
 One row per (batch_id, case_key): version 2 had that as the table's primary key, so every row went into
 a second b-tree at a place its hash chose (most of a row's SQLite cost, growing with the batch: 4.9 µs
 a row at 3,000 rows, 7.1 at 20,000). Version 3 appends rows (their rowid) and indexes the batch alone;

@@ -11,7 +11,9 @@ layout when it is resumed (``claim``), before anything else changes. Files of sc
 in place when opened writable, in one transaction (schema 1's column is added; the version is raised; every
 stored run keeps its layout, which schema 3 reads as it is); a read-only copy is read as it is; an older
 nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow").
-Values (node outputs, inputs,
+Schema 4: a node's output, and a recorded input that is not a small scalar, is stored once per file under
+its data version (``values.py``: ``nbflow_values``), shared by every run, batch row and experiment; the
+node's row holds a reference. Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
 ``api_key``/``token``/``password``) are written as a redaction marker, never as their value.
@@ -222,6 +224,7 @@ def _node_params(
         detail = dumps(info, red)
     except Exception:  # an input that cannot be stored is left out (its source's output is stored)
         info["inputs"] = {}
+        info.pop("refs", None)
         detail = dump(rec.name, info)
     return (
         run.run_id,
@@ -286,9 +289,8 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
     """
     reds = [_redactor_of(run) for run in runs]
     left_out: set[str] = set()
-    shared = Shared(
-        cur.connection
-    )  # the values stored once (outputs, recorded inputs): a run's record holds their keys
+    # The values stored once (outputs, recorded inputs): a run's record holds their keys.
+    shared = Shared(cur.connection)
     rest: list[tuple[Run, Redactor]] = []  # the runs without a compact record
     by_node: list[tuple[Run, Redactor]] = []  # the runs not stored as one record
 

@@ -37,7 +37,7 @@ from typing import Any
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor
 
-__all__ = ["REF", "SCHEMA", "Collected", "Shared", "Values", "collect", "is_ref"]
+__all__ = ["REF", "SCHEMA", "Collected", "Shared", "Values", "collect", "is_ref", "shared_value"]
 
 REF = b"NBR1"  # a stored column holding a reference: REF + key (utf-8)
 MIN_SHARED = 1024  # encoded bytes below which a value stays in its record (a reference would not pay)

@@ -283,3 +283,28 @@ def test_checkpointed_runs_share_their_values_too(tmp_path: Path) -> None:
     assert table(db, "SELECT count(*) FROM nbflow_values")[0][0] == 3  # raw, X_train, X_test: once for both runs
     for run in (first, second):
         assert_same_run(nf.load_run(db, run.run_id), run)
+
+
+def test_a_record_whose_inputs_cannot_be_stored_still_reads_back(tmp_path: Path) -> None:
+    import threading
+
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("unstorable_input")
+
+    @flow.node
+    def raw(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"a": range(n)})
+
+    @flow.node
+    def lock(raw: pd.DataFrame) -> object:
+        return threading.Lock()  # no store can hold it: left out of the record
+
+    @flow.node
+    def use(raw: pd.DataFrame, lock: object) -> int:
+        return len(raw)
+
+    frame = flow.batch([{"n": 5_000}], store=db, outputs=["use"], progress=False)
+    assert frame.loc[0, "status"] == "succeeded"
+    back = nf.load_run(db, frame.loc[0, "run_id"])
+    pd.testing.assert_frame_equal(back["raw"], pd.DataFrame({"a": range(5_000)}))
+    assert back["use"] == 5_000 and back.nodes["use"].inputs == {}  # its inputs left out together
