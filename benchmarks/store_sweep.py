@@ -34,6 +34,9 @@ COLUMNS = 12
 def make_flow() -> nf.Flow:
     import numpy as np
     import pandas as pd
+    import sklearn.ensemble
+    import sklearn.linear_model
+    import sklearn.tree  # noqa: F401  (imported here: four rows importing sklearn at once in threads can fail)
 
     flow = nf.Flow("store_sweep")
 
