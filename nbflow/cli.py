@@ -145,6 +145,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--timeout", type=float, metavar="SECONDS", help="deadline of the whole batch")
     b.add_argument("--row-timeout", type=float, metavar="SECONDS", help="deadline of each row")
     b.add_argument("--max-consecutive-failures", type=int, metavar="N", help="stop after N failed rows in a row")
+    b.add_argument(
+        "--keep",
+        metavar="WHICH",
+        help="which rows keep their full run record: failed, all (default with --store), none, or NODE,... (every "
+        "row, with only these nodes' outputs)",
+    )
     b.add_argument("--flatten", action="store_true", help="dict/model outputs as node.field columns")
     b.add_argument("--no-progress", action="store_true", help="no progress display")
     tracing(b)
@@ -159,6 +165,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
     s.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
     s.add_argument("--lineage", metavar="NODE", help="a run's lineage for NODE and what is upstream of it only")
+
+    g = sub.add_parser(
+        "gc",
+        help="free the stored values no run refers to any more",
+        description="Delete the stored values that no run of the store refers to (those of deleted batches and "
+        "runs), then compact the file. Safe while another process writes to it.",
+    )
+    g.add_argument("store", metavar="RUNS.db")
 
     z = sub.add_parser(
         "resume",
@@ -196,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             provider = otlp_provider(args.otlp_endpoint)
             config.trace = provider
-        command = {"run": _run, "batch": _batch, "show": _show, "resume": _resume}[args.command]
+        command = {"run": _run, "batch": _batch, "show": _show, "resume": _resume, "gc": _gc}[args.command]
         return int(command(args, out, err))
     except _SourceError as exc:
         err.print(f"nbflow {args.command}: error: {gate(str(exc))}", style="red", markup=False, highlight=False)
@@ -433,12 +447,15 @@ def _batch(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.store:
         remember_source(args.store, flow.name, source)
     progress = False if args.no_progress else _BatchBar(err)
+    keep: str | list[str] | None = args.keep
+    if args.keep is not None and args.keep not in ("failed", "all", "none"):
+        keep = [n for n in args.keep.split(",") if n]
     try:
         result = flow.batch(
             batch_rows(frame), columns=columns or None, grid=grid or None, outputs=outputs, concurrency=args.concurrency,
             flatten=args.flatten, store=args.store, resume=args.resume, retry_failed=args.retry_failed,
             batch_id=args.batch_id, max_consecutive_failures=args.max_consecutive_failures, timeout=args.timeout,
-            row_timeout=args.row_timeout, progress=progress, experiment=args.experiment, notes=args.notes,
+            row_timeout=args.row_timeout, progress=progress, experiment=args.experiment, notes=args.notes, keep=keep,
             reuse=args.reuse,
         )  # fmt: skip
     except BatchInterrupted as exc:
@@ -572,6 +589,22 @@ def _existing(store: str) -> str:
     if not os.path.isfile(store):
         raise CliError(f"no store at {store!r}: the file does not exist (check the path)")
     return store
+
+
+# --- nbflow gc -------------------------------------------------------------------------------------
+def _gc(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from nbflow._store.batch_store import BatchStore
+
+    path = _existing(args.store)
+    with BatchStore(path) as store:
+        done = store.gc()
+    out.print(
+        f"{path}: deleted {done.values} stored values no run refers to ({done.value_bytes / 1e6:.2f} MB); "
+        f"the file shrank by {done.freed / 1e6:.2f} MB to {done.file_after / 1e6:.2f} MB",
+        markup=False,
+        highlight=False,
+    )
+    return OK
 
 
 def _show(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -78,7 +78,7 @@ def batch(
     notes: str | None = None,
     cooldown: float | None = None,
     max_cooldowns: int = 3,
-    keep: str | None = None,
+    keep: str | Iterable[str] | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
     reuse: str | None = None,
@@ -118,8 +118,10 @@ def batch(
     ``progress`` None (auto), True, False or a renderer. ``keep`` says which rows keep their full run record
     (every node's output, error, traceback, attempts): ``"failed"`` (failed and paused rows; the default
     without a store), ``"all"`` (the default with a store, where they are written with their row; a succeeded
-    row's run is then read back from the store when opened, its secret inputs redacted) or ``"none"``; at
-    most ``keep_limit`` runs stay in memory. Open one with ``df.nbflow.run(i)`` (see docs/batch.md).
+    row's run is then read back from the store when opened, its secret inputs redacted), ``"none"``, or a
+    list of nodes (``keep=["raw", "model"]``: every row's run, holding the outputs of these nodes and of the
+    output columns only; the others are dropped once nothing needs them, as ``flow.run(keep=)`` does); at
+    most ``keep_limit`` runs stay in memory. A store keeps each distinct value once, shared by every row. Open one with ``df.nbflow.run(i)`` (see docs/batch.md).
     ``executor=client`` (a Dask ``distributed.Client``) runs the rows on its workers, ``chunk_size`` rows
     per task, with the same result; see docs/dask.md. ``trace`` sends
     each row's spans to OpenTelemetry (as in ``flow.run``; the spans carry the batch id, row and
@@ -148,6 +150,7 @@ def batch(
         trace,
     )
     _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
+    _check_keep(flow, opts)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
 
     def interrupted(exc: KeyboardInterrupt) -> BaseException:
@@ -188,7 +191,7 @@ async def abatch(
     notes: str | None = None,
     cooldown: float | None = None,
     max_cooldowns: int = 3,
-    keep: str | None = None,
+    keep: str | Iterable[str] | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
     reuse: str | None = None,
@@ -219,6 +222,7 @@ async def abatch(
         trace,
     )
     _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
+    _check_keep(flow, opts)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
     return await _drive(state)
 
@@ -238,7 +242,7 @@ def _options(
     progress: Any,
     executor: Any = None,
     chunk_size: int | None = None,
-    keep: str | None = None,
+    keep: str | Iterable[str] | None = None,
     keep_limit: int = KEEP_LIMIT,
     trace: Any = None,
 ) -> Options:
@@ -275,10 +279,19 @@ def _options(
         raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
     if keep is None:
         keep = "failed" if store is None else "all"
+    keep_nodes = None
+    if not isinstance(keep, str) and isinstance(keep, Iterable):
+        keep_nodes = tuple(keep)
+        if not keep_nodes or not all(isinstance(n, str) for n in keep_nodes):
+            raise BatchError(
+                f"keep= as a list names the nodes whose outputs every row's run keeps, e.g. keep=['raw', 'model']; "
+                f"got {keep!r}"
+            )
+        keep = "all"
     if keep not in KEEP_CHOICES:
         raise BatchError(
-            f"keep= says which rows keep their full run record: 'failed' (failed and paused rows), 'all' or "
-            f"'none'; got {keep!r}"
+            f"keep= says which rows keep their full run record: 'failed' (failed and paused rows), 'all', "
+            f"'none', or a list of node names (every row, with only those nodes' outputs); got {keep!r}"
         )
     if not isinstance(keep_limit, int) or isinstance(keep_limit, bool) or keep_limit < 0:
         raise BatchError(f"keep_limit= is the number of run records kept in memory, an int >= 0; got {keep_limit!r}")
@@ -306,6 +319,7 @@ def _options(
         chunk_size,
         keep=keep,
         keep_limit=keep_limit,
+        keep_nodes=frozenset(keep_nodes) if keep_nodes is not None else None,
         trace=trace,
     )
 
@@ -513,6 +527,22 @@ def _warn_unreadable(store: BatchStore, batch_id: str) -> None:
             NbflowWarning,
             stacklevel=5,
         )
+
+
+def _check_keep(flow: Flow, opts: Options) -> None:
+    """keep=[node, ...] names nodes of the flow (before anything runs)."""
+    if opts.keep_nodes is None:
+        return
+    from nbflow._core.errors import _suggest
+
+    known = flow.graph.nodes
+    for name in sorted(opts.keep_nodes):
+        if name not in known:
+            raise BatchError(
+                f"keep=[..., {name!r}, ...]: {name!r} is not a node of flow {flow.name!r}{_suggest(name, known)}; "
+                f"its nodes: {', '.join(known)}. Name the nodes whose outputs every row's run should keep, or "
+                f"pass keep='all' to keep them all"
+            )
 
 
 def _more_options(

@@ -93,6 +93,7 @@ class Options:
     chunk_size: int | None = None
     keep: str = "failed"  # which rows keep their full run record: "failed" | "all" | "none" (nbflow/_batch/runs.py)
     keep_limit: int = KEEP_LIMIT
+    keep_nodes: frozenset[str] | None = None  # keep=[node, ...]: every row's run, with these nodes' outputs only
     experiment: str | None = None
     notes: str | None = None
     cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
@@ -174,6 +175,11 @@ async def run_rows(
     # Resolved once per batch, not per row: the row's path is flow.arun's after its checks (the batch
     # checked and planned every row up front).
     execute_row = flow._row_executor(graph)
+    kept_nodes = None  # keep=[node, ...]: the other nodes' outputs are dropped (the row's columns are kept)
+    if opts.keep_nodes is not None:
+        from nbflow._engine.keep import attach_keep
+
+        kept_nodes = opts.keep_nodes | frozenset(cases.outputs)
     flow_name = flow.name
     all_cases = cases.cases
     outputs = cases.outputs
@@ -208,6 +214,8 @@ async def run_rows(
             run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
             if sampled:
                 SAMPLE.set(case.sample)
+            if kept_nodes is not None:
+                attach_keep(run, graph, kept_nodes)
             if trace_row is not None:
                 trace_row(run, case)
             if log_rows:

@@ -807,8 +807,9 @@ class Run:
             )
         if rec.output is DROPPED:
             kept = sorted(getattr(self, "kept", ()) or ())
+            why = f"it is not in keep={kept!r}" if kept else "keep= named other nodes"  # (a run read back: not known)
             raise NodeOutputError(
-                f"node {node!r} ran, but its output was dropped: it is not in keep={kept!r}; add it to keep= "
+                f"node {node!r} ran, but its output was dropped: {why}; add it to keep= "
                 f"(or run without keep=) to read it"
             )
         return rec.output

@@ -13,6 +13,10 @@ Schema (version 3; the file may also hold run checkpoints, see ``nbflow/_store/c
                finished_at REAL, fingerprint TEXT, data TEXT)     INDEX batch_rows_batch(batch_id)
     flow_fingerprints(fingerprint TEXT PK, nodes TEXT)   node -> fingerprint (JSON), shared by rows
 
+The runs a batch keeps are checkpoint runs of the same file, their large values stored once, shared by
+every row and batch (``values.py``); ``delete_batch`` takes a batch's runs with it and ``gc()`` then
+deletes the values no run refers to any more.
+
 One row per (batch_id, case_key): version 2 had that as the table's primary key, so every row went into
 a second b-tree at a place its hash chose (most of a row's SQLite cost, growing with the batch: 4.9 µs
 a row at 3,000 rows, 7.1 at 20,000). Version 3 appends rows (their rowid) and indexes the batch alone;
@@ -57,6 +61,7 @@ from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, r
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
 from nbflow._store.pickling import UntrustedData, json_exact, json_text, loads, pickled, sign_pickle
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
+from nbflow._store.values import Collected, collect
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -365,11 +370,47 @@ class BatchStore:
         return found
 
     def delete_batch(self, batch_id: str) -> None:
-        """Forget the batch and its rows."""
+        """Forget the batch, its rows and the runs its rows kept (``gc()`` then frees the values only they held)."""
         self._forget(batch_id)
         with self._transaction():
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            # (a run another batch's row also names stays)
+            runs = (
+                "SELECT run_id FROM batch_rows WHERE batch_id = ? AND run_id IS NOT NULL AND run_id NOT IN "
+                "(SELECT run_id FROM batch_rows WHERE batch_id != ? AND run_id IS NOT NULL)"
+            )
+            for table in ("checkpoint_nodes", "checkpoint_questions", "nbflow_value_refs", "checkpoint_runs"):
+                if table in tables:
+                    self._db.execute(f"DELETE FROM {table} WHERE run_id IN ({runs})", (batch_id, batch_id))
             self._db.execute("DELETE FROM batch_rows WHERE batch_id = ?", (batch_id,))
             self._db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
+
+    def values(self) -> pd.DataFrame:
+        """The values stored once (``nbflow/_store/values.py``): ``key`` (its data version), ``bytes`` (as
+        stored) and ``runs`` (how many stored runs refer to it; 0: ``gc()`` deletes it), largest first."""
+        import pandas as pd
+
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        rows = []
+        if "nbflow_values" in tables:
+            rows = self._db.execute(
+                "SELECT v.key, v.size, (SELECT count(*) FROM nbflow_value_refs r WHERE r.key = v.key) "
+                "FROM nbflow_values v ORDER BY v.size DESC, v.key"
+            ).fetchall()
+        return pd.DataFrame(rows, columns=["key", "bytes", "runs"])
+
+    def gc(self, *, vacuum: bool = True) -> Collected:
+        """Delete the stored values no run refers to any more (those of deleted batches and runs), then VACUUM
+        the file (``vacuum=False``: leave its size as it is). Returns what was freed (``.freed``: bytes the
+        file shrank by; ``.values``, ``.value_bytes``: the values deleted). The CLI's ``nbflow gc RUNS.db``.
+
+        Safe while another process writes the store: a writer checks a value is there inside its own
+        transaction. Raises StoreError if the file is locked for longer than ``timeout`` or read-only."""
+        self.identity.check()
+        try:
+            return collect(self._db, self.path, vacuum=vacuum)
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path, self.timeout) from None
 
     def batches(self) -> list[dict[str, Any]]:
         """Every batch in the store with its number of finished rows."""

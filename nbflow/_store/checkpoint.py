@@ -10,9 +10,11 @@ record) and leaves the others NULL. A run stored either way is turned into the h
 layout when it is resumed (``claim``), before anything else changes. Files of schema 1 and 2 are migrated
 in place when opened writable, in one transaction (schema 1's column is added; the version is raised; every
 stored run keeps its layout, which schema 3 reads as it is); a read-only copy is read as it is; an older
-nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow"). Schema 4: an attempt may carry the
-model calls of its transcript (docs/transcripts.md); schema 3 files are migrated by the version number.
-Values (node outputs, inputs,
+nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow").
+Schema 4: a node's output, and a recorded input that is not a small scalar, is stored once per file under
+its data version (``values.py``: ``nbflow_values``), shared by every run, batch row and experiment; the
+node's row holds a reference; and an attempt may carry the model calls of its transcript
+(docs/transcripts.md). Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
 ``api_key``/``token``/``password``) are written as a redaction marker, never as their value.
@@ -55,6 +57,8 @@ from nbflow._store.owner import owner_alive, owner_host, owner_token
 from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps
 from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
+from nbflow._store.values import REF, Shared, Values, is_ref, shared_value
+from nbflow._store.values import SCHEMA as _VALUES_SCHEMA
 
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
@@ -65,9 +69,10 @@ __all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_
 # 3: a record may also be a run's compact record (``_compact_record``: the run's header in it too, its header
 # row then binds five columns); files of schema 1 and 2 are migrated on open (the version number alone: their
 # rows are read as they are), and an older nbflow refuses a schema 3 file (it would misread a compact record).
-# 4: an attempt's entry in a node's detail may hold a 6th value, its transcript's calls (``_attempt_row``);
-# files of schema 1 to 3 are migrated by the version number alone, and an older nbflow refuses a schema 4
-# file (it would fail to read such an attempt).
+# 4: a node's output (and a recorded input) may be a reference to a value stored once (``values.py``), and an
+# attempt's entry in a node's detail may hold more values: its transcript's calls, what it printed, its queue
+# wait (``_attempt_row``); files of schema 1-3 get the values tables on open (their rows are read as they are),
+# and an older nbflow refuses a schema 4 file (it would misread a reference or an attempt).
 SCHEMA_VERSION = 4
 
 _SCHEMA = """
@@ -127,6 +132,8 @@ def ensure_schema(db: sqlite3.Connection, path: Any) -> None:
         return  # a read-only copy (sqlite.open_db) is read as it is: an older file has no record column
     _add_columns(db, "checkpoint_runs", _RUN_COLUMNS)
     _add_columns(db, "checkpoint_nodes", _NODE_COLUMNS)
+    for stmt in filter(str.strip, _VALUES_SCHEMA.split(";")):
+        db.execute(stmt)
     if (
         row is not None and schema_version(path, "checkpoint_schema", row[0]) < SCHEMA_VERSION
     ):  # schema 1 to 3: their runs stay as they are
@@ -209,19 +216,32 @@ def _inputs(run: Run) -> dict[str, Any]:
     return {k: redact(k, v) for k, v in run.inputs.items()}
 
 
-def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | None], red: Redactor) -> tuple[Any, ...]:
-    output = dump(rec.name, rec.output) if rec.status is NodeStatus.SUCCEEDED else None
+def _node_params(
+    run: Run,
+    rec: NodeRecord,
+    dump: Callable[[str, Any], bytes | None],
+    red: Redactor,
+    shared: Shared | None = None,
+) -> tuple[Any, ...]:
+    """``shared``: the transaction's values stored once (``values.py``): the output and the recorded inputs that
+    are not small go there, the record holds their keys (``detail["refs"]`` names such inputs)."""
+    output = None
+    if rec.status is NodeStatus.SUCCEEDED:
+        output = shared_value(shared, run.run_id, rec.output, partial(dump, rec.name), rec._cache_id)
     state = None
     if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
         state = dump(
             rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
         )
     info = _detail(rec)
+    if shared is not None and info["inputs"]:
+        _share_inputs(info, run.run_id, shared, red)
     detail: bytes | None
     try:
         detail = dumps(info, red)
     except Exception:  # an input that cannot be stored is left out (its source's output is stored)
         info["inputs"] = {}
+        info.pop("refs", None)
         detail = dump(rec.name, info)
     return (
         run.run_id,
@@ -237,6 +257,27 @@ def _node_params(run: Run, rec: NodeRecord, dump: Callable[[str, Any], bytes | N
         state,
         detail,
     )
+
+
+def _share_inputs(info: dict[str, Any], run_id: str, shared: Shared, red: Redactor) -> None:
+    """Recorded inputs stored once: each by its key, named in ``info["refs"]`` (``_load`` reads them back)."""
+
+    def encode(value: Any) -> bytes | None:
+        try:
+            return dumps(value, red)
+        except Exception:  # left in the record: the record's own rule decides (left out if it cannot be stored)
+            return None
+
+    inputs = dict(info["inputs"])
+    refs = []
+    for name, value in inputs.items():
+        key = shared.key(run_id, value, encode)
+        if key is not None:
+            inputs[name] = key
+            refs.append(name)
+    if refs:
+        info["inputs"] = inputs
+        info["refs"] = refs
 
 
 def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
@@ -265,6 +306,8 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
     """
     reds = [_redactor_of(run) for run in runs]
     left_out: set[str] = set()
+    # The values stored once (outputs, recorded inputs): a run's record holds their keys.
+    shared = Shared(cur.connection)
     rest: list[tuple[Run, Redactor]] = []  # the runs without a compact record
     by_node: list[tuple[Run, Redactor]] = []  # the runs not stored as one record
 
@@ -287,14 +330,16 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
     def nodes() -> Any:
         for run, red in by_node:
             dump = _dumper(red, left_out, run.run_id)
+            share = shared.for_run(red)
             for rec in run.nodes.values():
-                yield _node_params(run, rec, dump, red)
+                yield _node_params(run, rec, dump, red, share)
 
     cur.executemany(_COMPACT_RUN_SQL, compact())
     if rest:
         cur.executemany(_WHOLE_RUN_SQL, headers())
     if by_node:
         cur.executemany(_NODE_SQL, nodes())
+        shared.flush()
     lineage = [(t, run.run_id) for run, red in zip(runs, reds, strict=True) if (t := _lineage_text(run, red))]
     if lineage:
         cur.executemany("UPDATE checkpoint_runs SET lineage=? WHERE run_id=?", lineage)
@@ -651,7 +696,15 @@ class CheckpointStore:
 
     def save_node(self, run: Run, rec: NodeRecord) -> None:
         red = self._redactor(run)
-        self._write(_NODE_SQL, _node_params(run, rec, lambda what, v: self._dump_checked(what, v, red), red))
+        self.identity.check()
+        try:
+            with self._tx():  # the node's values are stored once (``values.py``), in the node's own transaction
+                shared = Shared(self._db, red)
+                dump = partial(self._dump_checked, redactor=red)
+                self._db.execute(_NODE_SQL, _node_params(run, rec, dump, red, shared))
+                shared.flush()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
 
     def save_questions(self, run: Run) -> None:
         red = self._redactor(run)
@@ -807,7 +860,11 @@ class CheckpointStore:
                 if kept or done:
                     red = self._redactor(run)
                     dump = _dumper(red)
-                    self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in [*done, *kept]])
+                    shared = Shared(self._db, red)
+                    self._db.executemany(
+                        _NODE_SQL, [_node_params(run, rec, dump, red, shared) for rec in [*done, *kept]]
+                    )
+                    shared.flush()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         self._unsaved.discard(run.run_id)
@@ -835,7 +892,19 @@ class CheckpointStore:
         )
         if cur.rowcount == 1:
             dump = _dumper(red)
-            self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red) for rec in run.nodes.values()])
+            shared = Shared(self._db, red)
+            self._db.executemany(_NODE_SQL, [_node_params(run, rec, dump, red, shared) for rec in run.nodes.values()])
+            shared.flush()
+
+    def _value(self, loads: Callable[[Any], Any], seen: dict[bytes, Any], data: Any) -> Any:
+        """A stored column's value; a reference to a value stored once (``values.py``) is read by its key, once
+        per load (a frame that was one node's output and the next nodes' input comes back as one object)."""
+        if not is_ref(data):
+            return loads(data)
+        ref = bytes(data)
+        if ref not in seen:
+            seen[ref] = loads(Values(self._db, self.path).resolve(ref))
+        return seen[ref]
 
     def run_ids(self) -> list[tuple[str, str, str]]:
         """(run_id, flow, status) of every stored run, newest first."""
@@ -884,7 +953,7 @@ class CheckpointStore:
                     "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
                     (run_id,),
                 ).fetchall()
-                value = loads
+                value = partial(self._value, loads, {})
             questions = self._db.execute(
                 "SELECT key, question FROM checkpoint_questions WHERE run_id=? AND open=1", (run_id,)
             ).fetchall()
@@ -944,7 +1013,10 @@ class CheckpointStore:
                 if rec.subrun is not None:
                     _reroot(rec.subrun, run)
             if detail is not None:
-                _restore_detail(rec, value(detail))
+                info = value(detail)
+                for name in info.get("refs", ()):  # recorded inputs stored once: their keys
+                    info["inputs"][name] = value(REF + info["inputs"][name].encode())
+                _restore_detail(rec, info)
         for key, q in questions:
             run.pending[key] = loads(q)
         if self._has_lineage:

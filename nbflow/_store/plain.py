@@ -12,7 +12,8 @@ A value is written as a JSON tree in which a dict holding the key ``"__nbflow__"
   (``sys.modules``) and used only if it is a ``pydantic.BaseModel`` (an ``enum.Enum``) subclass; else
   the model comes back as a dict of its fields (the member as its value);
 - exceptions (as ``StoredError``), ``nf.Secret`` (written as the redaction marker, or refused by a
-  cache), nbflow's own records (``Question``, ``nf.Default``, ``nf.ErrorInfo``, ``nf.Failed``).
+  cache), nbflow's own records (``Question``, ``nf.Default``, ``nf.ErrorInfo``, ``nf.Failed``), an output
+  ``keep=`` dropped.
 
 Anything else raises ``NotPlain``: the caller then pickles it (signed with the user's key, see
 ``trust.py``). Reading runs JSON, base64, ``np.load(allow_pickle=False)`` and ``pyarrow`` parquet only.
@@ -164,6 +165,8 @@ class _Encoder:
         if "pydantic" in sys.modules and _is_model(v):
             return self.model(v)
         if module == "nbflow":
+            if t.__name__ == "_Dropped":  # an output keep= dropped (nbflow/_record/run.py DROPPED)
+                return {TAG: "dropped"}
             records = _nbflow_records()
             if records.get(t.__name__) is t:
                 import dataclasses
@@ -353,6 +356,10 @@ class _Decoder:
             return REDACTED
         if tag == "missing":
             return MISSING
+        if tag == "dropped":
+            from nbflow._record.run import DROPPED
+
+            return DROPPED
         if tag == "datetime":
             when = dt.datetime.fromisoformat(v["v"]).replace(fold=v.get("fold", 0))
             if v.get("zone"):
