@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from nbflow._store.node_cache import NodeCache as NodeCache
     from nbflow._store.outputs import load as load
     from nbflow._store.pickling import StoredError as StoredError
+    from nbflow._view.report import report as report
 del TYPE_CHECKING
 
 __version__ = "0.1.0"
@@ -113,6 +114,7 @@ _EXPORTS: dict[str, str] = {
     "load_batch": "nbflow._batch.experiments",
     "explore": "nbflow._batch.explore",
     "summarize": "nbflow._batch.summary",
+    "report": "nbflow._view.report",
     "SYSTEM_CLOCK": "nbflow._core.clock",
     "Clock": "nbflow._core.clock",
     "FakeClock": "nbflow._core.clock",
@@ -291,6 +293,7 @@ __all__ = [
     "load_batch",
     "load_run",
     "optional",
+    "report",
     "summarize",
     "usage",
 ]

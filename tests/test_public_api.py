@@ -94,6 +94,7 @@ EXPECTED = {
     "load",
     "load_run",
     "optional",
+    "report",
     "summarize",
     "usage",
 }

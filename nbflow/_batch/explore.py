@@ -4,7 +4,7 @@ Per-variant status bars; a paged table (50 rows a page, sent as data, not as one
 fast at 10,000 rows) filtered by status and variant and sorted by latency or any numeric output
 (a score); clicking a row opens its run view beside the table (the row's run must have been kept:
 ``keep=``, or ``store=``); "compare variants" shows each case once with every variant's outputs and
-status side by side; paused rows get their answer buttons inline. The DataFrame's own repr is untouched.
+status side by side, each variant's change against the chosen baseline (default: the first name); paused rows get their answer buttons inline. The DataFrame's own repr is untouched.
 """
 
 from __future__ import annotations
@@ -129,9 +129,12 @@ def query(frame: pd.DataFrame, request: dict[str, Any], redact: Redactor | None 
             positions = present + missing
     progress = _progress(frame, variants)
     note = ""
+    names = sorted(set(variants)) if variants is not None else []
+    baseline = str(request.get("baseline") or "")
+    baseline = baseline if baseline in names else (names[0] if names else "")
     if mode == "compare" and variants is not None:
-        rows, columns = _compare(frame, positions, variants, redact)
-        rows, note = _regressions(rows, columns, bool(request.get("regressions")), sorted(set(variants))[0])
+        rows, columns = _compare(frame, positions, variants, redact, baseline)
+        rows, note = _regressions(rows, columns, bool(request.get("regressions")), baseline)
     else:
         rows, columns = _rows(frame, positions, redact)
     total = len(rows)
@@ -151,6 +154,7 @@ def query(frame: pd.DataFrame, request: dict[str, Any], redact: Redactor | None 
             "page": page,
             "mode": mode,
             "regressions": bool(request.get("regressions")),
+            "baseline": baseline,
         },
         "note": note if total else (note + "; " if note else "") + "no rows match",
     }
@@ -177,7 +181,11 @@ def _rows(
 
 
 def _compare(
-    frame: pd.DataFrame, positions: list[int], variants: list[str], redact: Redactor | None = None
+    frame: pd.DataFrame,
+    positions: list[int],
+    variants: list[str],
+    redact: Redactor | None = None,
+    baseline: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
     grid = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
@@ -186,9 +194,9 @@ def _compare(
         for c in frame.columns
         if c not in outputs and c not in grid and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS
     ]
-    names = sorted(set(variants))
+    base = baseline if baseline in set(variants) else sorted(set(variants))[0]
+    names = [base, *sorted(set(variants) - {base})]  # the baseline first: every other variant is compared with it
     score = next((c for c in _numeric(frame) if c != "latency"), None)
-    base = names[0]
     changes = [f"{v}: change" for v in names[1:]] if score is not None else []
     columns = [*case_cols, *[f"{v}: {c}" for v in names for c in (*outputs, "status")], *changes]
     cases: dict[tuple[str, ...], dict[str, Any]] = {}

@@ -16,20 +16,11 @@ import anywidget
 import ipywidgets as widgets
 import traitlets
 
+from nbflow._front import asset, look_js
+
 __all__ = ["ExplorerTable", "ExplorerView"]
 
-_ESM = r"""
-function h(tag, attrs = {}, ...kids) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") el.className = v; else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v);
-  }
-  for (const kid of kids) el.append(kid instanceof Node ? kid : document.createTextNode(kid ?? ""));
-  return el;
-}
-const COLORS = { succeeded: "#2f9e44", failed: "#e03131", paused: "#f08c00", cancelled: "#868e96", pending: "#adb5bd" };
-
+_RENDER = r"""
 function render({ model, el }) {
   el.classList.add("nbflow-explorer");
   const send = (msg) => model.send(msg);
@@ -38,66 +29,33 @@ function render({ model, el }) {
 
   function draw() {
     el.replaceChildren();
-    const progress = model.get("progress");
-    const bars = h("div", { class: "nbx-bars" });
-    for (const p of progress) {
-      const bar = h("div", { class: "nbx-bar", title: JSON.stringify(p.counts) });
-      for (const [status, n] of Object.entries(p.counts)) {
-        if (!n) continue;
-        bar.append(h("span", { class: "nbx-seg", style: `flex:${n};background:${COLORS[status] || "#ced4da"}` }));
-      }
-      const text = Object.entries(p.counts).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(", ");
-      bars.append(h("div", { class: "nbx-bar-row" }, h("span", { class: "nbx-label" }, p.label), bar, h("span", { class: "nbx-count" }, text)));
-    }
-    el.append(bars);
-
-    const controls = h("div", { class: "nbx-controls" });
-    const select = (name, options, value) => {
-      const s = h("select", { class: `nbx-${name}`, onchange: (e) => ask({ [name]: e.target.value, page: 0 }) });
-      for (const [v, label] of options) {
-        const o = h("option", { value: v }, label); if (v === value) o.selected = true; s.append(o);
-      }
+    el.append(nbxBars(model.get("progress")));
+    const select = (name, options, value, label) => {
+      const s = h("select", { class: `nbx-${name}`, "aria-label": label, onchange: (e) => ask({ [name]: e.target.value, page: 0 }) });
+      for (const [v, text] of options) s.append(h("option", { value: v, selected: v === value || null }, text));
       return s;
     };
     const st = model.get("statuses"), vs = model.get("variants"), q = model.get("query");
-    controls.append(
-      "status ", select("status", [["", "all"], ...st.map((s) => [s, s])], q.status || ""),
-      vs.length ? " variant " : "", vs.length ? select("variant", [["", "all"], ...vs.map((v) => [v, v])], q.variant || "") : "",
-      " sort ", select("sort", model.get("sorts").map((s) => [s, s || "row order"]), q.sort || ""),
-      h("button", { class: "nbx-mode", onclick: () => ask({ mode: q.mode === "compare" ? "rows" : "compare", page: 0 }) },
-        q.mode === "compare" ? "rows" : "compare variants"),
-      q.mode === "compare" ? h("button", { class: "nbx-regressions", onclick: () => ask({ regressions: !q.regressions, page: 0 }) },
+    const compare = q.mode === "compare";
+    el.append(h("div", { class: "nbx-controls" },
+      "status ", select("status", [["", "all"], ...st.map((s) => [s, `${NBX_SYMBOLS[s] || ""} ${s}`])], q.status || "", "status"),
+      vs.length ? " variant " : "", vs.length ? select("variant", [["", "all"], ...vs.map((v) => [v, v])], q.variant || "", "variant") : "",
+      " sort ", select("sort", model.get("sorts").map((s) => [s, s || "row order"]), q.sort || "", "sort"),
+      compare && vs.length > 1 ? " baseline " : "", compare && vs.length > 1 ? select("baseline", vs.map((v) => [v, v]), q.baseline || vs[0], "baseline variant") : "",
+      h("button", { class: "nbx-mode", onclick: () => ask({ mode: compare ? "rows" : "compare", page: 0 }) }, compare ? "rows" : "compare variants"),
+      compare ? h("button", { class: "nbx-regressions", onclick: () => ask({ regressions: !q.regressions, page: 0 }) },
         q.regressions ? "all cases" : "regressions only") : "",
-      h("button", { class: "nbx-prev", onclick: () => ask({ page: Math.max(0, (q.page || 0) - 1) }) }, "‹"),
+      h("button", { class: "nbx-prev", "aria-label": "previous page", onclick: () => ask({ page: Math.max(0, (q.page || 0) - 1) }) }, "‹"),
       h("span", { class: "nbx-range" }, model.get("range_text")),
-      h("button", { class: "nbx-next", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›"),
-    );
-    el.append(controls);
-
-    const cols = model.get("columns");
-    const table = h("table", { class: "nbx-table" });
-    table.append(h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", {}, c)))));
-    const body = h("tbody");
-    for (const row of model.get("rows")) {
-      const tr = h("tr", { class: `nbx-row nbx-${row.status || ""}` + (row.__pos === model.get("selected") ? " nbx-selected" : ""),
-        "data-pos": row.__pos, onclick: () => send({ type: "open", pos: row.__pos }) });
-      for (const c of cols) {
-        const td = h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}` }, String(row[c] ?? ""));
-        if (c === "status") td.style.color = COLORS[row.status] || "";
-        if (c.endsWith(": change") && (row[c] === "regressed" || row[c] === "newly_failing")) td.style.color = COLORS.failed;
-        tr.append(td);
-      }
-      if (row.__options && row.__options.length) {
-        const td = h("td", { class: "nbx-answer" });
-        for (const opt of row.__options) {
-          td.append(h("button", { class: "nbx-answer-btn", onclick: (e) => { e.stopPropagation(); send({ type: "answer", pos: row.__pos, answer: opt }); } }, opt));
-        }
-        tr.append(td);
-      }
-      body.append(tr);
-    }
-    table.append(body);
-    el.append(h("div", { class: "nbx-scroll" }, table));
+      h("button", { class: "nbx-next", "aria-label": "next page", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›")));
+    const rows = model.get("rows");
+    el.append(nbxTable(model.get("columns"), rows, {
+      key: (row) => row.__pos, selected: model.get("selected"),
+      open: (row) => send({ type: "open", pos: row.__pos }),
+      openable: (row) => row.__blocked ? row.__blocked : true,
+      extra: (row) => row.__options && row.__options.length ? h("td", { class: "nbx-answer" }, ...row.__options.map((opt) =>
+        h("button", { class: "nbx-answer-btn", onclick: (e) => { e.stopPropagation(); send({ type: "answer", pos: row.__pos, answer: opt }); } }, opt))) : null,
+    }));
     const note = model.get("note");
     if (note) el.append(h("div", { class: "nbx-note" }, note));
   }
@@ -107,23 +65,14 @@ function render({ model, el }) {
 export default { render };
 """
 
-_CSS = """
-.nbflow-explorer { font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; color: var(--jp-ui-font-color1, #222); }
-.nbx-bar-row { display: flex; align-items: center; gap: 8px; margin: 2px 0; }
-.nbx-label { min-width: 90px; font-weight: 600; }
-.nbx-bar { display: flex; width: 260px; height: 10px; border-radius: 3px; overflow: hidden; background: var(--jp-layout-color2, #eee); }
-.nbx-count { color: var(--jp-ui-font-color2, #666); white-space: nowrap; }
-.nbx-controls { display: flex; align-items: center; gap: 6px; margin: 6px 0; flex-wrap: wrap; }
-.nbx-scroll { max-height: 460px; overflow: auto; border: 1px solid var(--jp-border-color2, #ddd); }
-.nbx-table { border-collapse: collapse; width: 100%; }
-.nbx-table th { position: sticky; top: 0; background: var(--jp-layout-color2, #f3f3f3); text-align: left; padding: 3px 6px; }
-.nbx-table td { padding: 3px 6px; border-top: 1px solid var(--jp-border-color2, #eee); max-width: 320px;
-  overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.nbx-row { cursor: pointer; }
-.nbx-row:hover { background: var(--jp-layout-color2, #f5f5f5); }
-.nbx-selected { outline: 2px solid var(--jp-brand-color1, #1971c2); }
-.nbx-note { color: var(--jp-ui-font-color2, #666); margin-top: 4px; }
+# The explorer's own rules; the shared look is nbflow/_front/components.css.
+_CSS_OWN = """
+.nbflow-explorer { font-size: 12px; min-width: 0; }
+.nbflow-explorer .nbx-scroll { max-height: 460px; }
 """
+
+_ESM = look_js() + asset("components.js") + _RENDER
+_CSS = asset("components.css") + _CSS_OWN
 
 
 class ExplorerTable(anywidget.AnyWidget):
