@@ -79,7 +79,9 @@ async function nbxExperiments() {
         h("td", {}, e.cost == null ? "" : nbxNumber(e.cost)), h("td", {}, e.scores), h("td", {}, e.notes)));
     }
     table.append(body);
-    const [a, b] = NBX_LIST.picked;
+    // the older experiment is the baseline: "newer vs older"
+    const started = (id) => (data.experiments.find((e) => e.id === id) || {}).started || 0;
+    const [a, b] = NBX_LIST.picked.slice().sort((x, y) => started(x) - started(y));
     NBX_APP.replaceChildren(
       h("h1", {}, "Experiments"),
       h("div", { class: "nbx-controls" },

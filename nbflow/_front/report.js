@@ -45,7 +45,9 @@ const NBX_API = {
     return found;
   },
   async row(id, index) {
-    const found = (NBX_DATA.rows[id] || {})[index];
+    const rows = NBX_DATA.rows[id] || {};
+    const found = rows[index];
+    if (found) return { ...found, graph: rows.graph || null };  // one picture per experiment, coloured per row
     if (!found) throw new Error(`this report holds no details of row ${index} (it keeps ${NBX_DATA.row_limit} rows' details; nbflow view shows every row)`);
     return found;
   },

@@ -51,12 +51,15 @@ def _frame_pages(frame: pd.DataFrame, eid: str, details: Any) -> tuple[dict[str,
     exp["id"] = eid
     for row in exp["page"]["rows"]:
         row["__run"] = isinstance(frame["run_id"].iloc[row["__index"]], str)
-    rows: dict[int, Any] = {}
+    rows: dict[Any, Any] = {}
     statuses = frame["status"].astype(str).tolist()[:REPORT_ROWS]
     for p in _order(statuses)[:REPORT_DETAILS]:
         found = details(source, p)
         if found is not None:
             found["experiment"] = eid
+            graph = found.pop("graph", None)  # the same picture for every row: once per experiment (report.js)
+            if graph is not None:
+                rows.setdefault("graph", graph)
             rows[p] = found
     return exp, rows
 
@@ -172,17 +175,24 @@ def report_store(
             data["experiment"][eid] = exp
             data["rows"][eid] = rows
             data["experiments"]["experiments"].append(listed[eid])
-        start = f"#/e/{eids[0]}"
+        start = _route("e", eids[0])
         if vs is not None:
             from nbflow._view.data import compare_frames
 
             data["compare"][f"c/{eids[0]}/{eids[1]}"] = compare_frames(frames[0], frames[1])
-            start = f"#/c/{eids[0]}/{eids[1]}"
+            start = _route("c", *eids)
         _add_variant_compares(data, eids[0], frames[0])
         name = data["experiment"][eids[0]]["name"]
         return _write(path, f"nbflow report — {name}" + (f" vs {vs}" if vs else ""), {**data, "start": start})
     finally:
         source.close()
+
+
+def _route(*parts: str) -> str:
+    """A page's address in the report (``#/e/<id>``), each part encoded as the page decodes it."""
+    from urllib.parse import quote
+
+    return "#/" + "/".join(quote(p, safe="") for p in parts)
 
 
 def _find_eid(source: Any, name: str) -> str:
