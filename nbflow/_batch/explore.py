@@ -24,7 +24,7 @@ from nbflow._core.secrets import Redactor, Secret, is_secret_name
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PAGE", "explore", "query"]
+__all__ = ["PAGE", "SNAPSHOT_ROWS", "explore", "query", "snapshot_state"]
 
 PAGE = 50
 
@@ -52,7 +52,41 @@ def explore(frame: pd.DataFrame) -> Any:
         flow_of(run).answer(frame, {frame.index[pos]: _unmasked(run, value, redact)})
 
     # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
-    return ExplorerView(lambda request: redact.scrub(query(frame, request, redact)), open_row, answer, static)
+    return ExplorerView(
+        lambda request: redact.scrub(query(frame, request, redact)),
+        open_row,
+        answer,
+        static,
+        snapshot=lambda: redact.scrub(snapshot_state(frame, redact)),
+    )
+
+
+SNAPSHOT_ROWS = 50  # rows a saved notebook's static snapshot of the explorer lists (problems first)
+
+
+def snapshot_state(frame: pd.DataFrame, redact: Redactor | None = None) -> dict[str, Any]:
+    """What the explorer's static snapshot shows (saved notebooks, nbconvert): the per-variant bars, the summary
+    (``nf.summarize``) and up to ``SNAPSHOT_ROWS`` rows, the failed and paused ones first, from ``query``'s rows."""
+    from nbflow._batch.summary import summarize
+
+    statuses = frame["status"].astype(str).tolist()
+    problems = [p for p, s in enumerate(statuses) if s in ("failed", "paused")]
+    rest = [p for p, s in enumerate(statuses) if s not in ("failed", "paused")]
+    positions = (problems + rest)[:SNAPSHOT_ROWS]
+    rows, columns = _rows(frame, positions, redact)
+    try:
+        table = summarize(frame)
+        summary = [{str(k): v for k, v in rec.items()} for rec in table.reset_index().to_dict("records")]
+    except Exception:  # a snapshot must never break the display
+        summary = []
+    return {
+        "progress": _progress(frame, _variant_labels(frame, redact)),
+        "columns": columns,
+        "rows": rows,
+        "total": len(frame),
+        "problems": len(problems),
+        "summary": summary,
+    }
 
 
 def secrets_of(frame: pd.DataFrame) -> Redactor:

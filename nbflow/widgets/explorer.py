@@ -23,6 +23,12 @@ __all__ = ["ExplorerTable", "ExplorerView"]
 _RENDER = r"""
 function render({ model, el }) {
   el.classList.add("nbflow-explorer");
+  const snap = model.get("snapshot_id");  // the static snapshot beside this view (saved notebooks): hidden while live
+  if (snap && !document.getElementById("nbflow-hide-" + snap)) {
+    const style = h("style", { id: "nbflow-hide-" + snap });
+    style.textContent = `.nbflow-snap-${snap} { display: none !important; }`;
+    document.head.append(style);
+  }
   const send = (msg) => model.send(msg);
   const query = {};
   const ask = (change) => { Object.assign(query, change); send({ type: "query", ...query }); };
@@ -90,6 +96,7 @@ class ExplorerTable(anywidget.AnyWidget):
     range_text = traitlets.Unicode("").tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
+    snapshot_id = traitlets.Unicode("").tag(sync=True)
 
 
 class ExplorerView(widgets.HBox):
@@ -106,8 +113,13 @@ class ExplorerView(widgets.HBox):
         open_row: Callable[[int], Any],
         answer: Callable[[int, Any], None],
         static: dict[str, Any],
+        snapshot: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
-        self.table = ExplorerTable(**static)
+        import secrets
+
+        self._snapshot = snapshot
+        self.snapshot_id = secrets.token_hex(6)
+        self.table = ExplorerTable(**static, snapshot_id=self.snapshot_id)
         self.detail = widgets.Output(layout=widgets.Layout(width="50%", min_width="360px"))
         self.table.layout = widgets.Layout(width="50%")
         super().__init__([self.table, self.detail])
@@ -137,6 +149,29 @@ class ExplorerView(widgets.HBox):
             self._apply(dict(self.table.query))
             self.show(pos)
 
+    def snapshot_html(self) -> str:
+        """The explorer as static HTML (bars, summary, the first rows with failures first): what a saved notebook,
+        nbconvert and GitHub show. Inline styles only (sanitizers drop ``<style>``)."""
+        if self._snapshot is None:
+            return ""
+        return static_html(self._snapshot(), self.snapshot_id)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The static snapshot goes out first, as an output of its own (as the run view's), then the widget, whose
+        text is one line (not ``ExplorerView(children=...)``)."""
+        from IPython.display import display
+
+        if self.comm is None:
+            return {"text/plain": "<nbflow explorer (closed)>"}
+        html = self.snapshot_html()
+        if html:
+            display({"text/html": html, "text/plain": "<nbflow explorer snapshot>"}, raw=True)
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = f"<nbflow explorer: {self.table.range_text}>"
+        return bundle
+
     def show(self, pos: int) -> None:
         """Show row ``pos``'s run view beside the table."""
         from IPython.display import display
@@ -154,3 +189,67 @@ def _esc(text: str) -> str:
     import html
 
     return html.escape(text)
+
+
+_STATE_TEXT = {"succeeded": "#2b8a3e", "failed": "#c92a2a", "paused": "#6741d9", "cancelled": "#c2410c"}
+
+
+def static_html(state: dict[str, Any], snapshot_id: str, *, hide_widget: bool = True) -> str:
+    """The explorer's static snapshot from ``nbflow._batch.explore.snapshot_state``'s data (see ``snapshot_html``).
+
+    ``hide_widget``: a rule (trusted notebooks) hiding the dead widget output right after it when the notebook is
+    reopened without its kernel (the run view's, ``_hide_dead_widget``)."""
+    from nbflow.widgets.batch_progress import variant_bars
+    from nbflow.widgets.run_view import _hide_dead_widget
+    from nbflow.widgets.style import SYMBOLS, esc
+
+    cell = "padding:2px 6px;border-bottom:1px solid #dee2e6;text-align:left;vertical-align:top"
+    parts = [variant_bars(state.get("progress") or [])]
+    summary = state.get("summary") or []
+    if summary:
+        cols = list(summary[0])
+        head = "".join(f'<th style="{cell}">{esc(c)}</th>' for c in cols)
+        body = "".join(
+            "<tr>" + "".join(f'<td style="{cell}">{esc(_short_number(r.get(c)))}</td>' for c in cols) + "</tr>"
+            for r in summary
+        )
+        parts.append(
+            f'<table style="border-collapse:collapse;font-size:12px;margin:6px 0"><tr>{head}</tr>{body}</table>'
+        )
+    columns = [str(c) for c in state.get("columns") or []]
+    head = "".join(f'<th style="{cell}">{esc(c)}</th>' for c in columns)
+    lines = []
+    for row in state.get("rows") or []:
+        tds = []
+        for c in columns:
+            value = row.get(c, "")
+            text = "" if value is None else str(value)
+            if c == "status":
+                color = _STATE_TEXT.get(text, "#495057")
+                tds.append(
+                    f'<td style="{cell};color:{color};font-weight:600;white-space:nowrap">{esc(SYMBOLS.get(text, ""))} {esc(text)}</td>'
+                )
+            else:
+                tds.append(
+                    f'<td style="{cell};max-width:360px;overflow:hidden;text-overflow:ellipsis">{esc(text[:200])}</td>'
+                )
+        lines.append("<tr>" + "".join(tds) + "</tr>")
+    total, shown = int(state.get("total") or 0), len(state.get("rows") or [])
+    parts.append(f'<table style="border-collapse:collapse;font-size:12px">{f"<tr>{head}</tr>"}{"".join(lines)}</table>')
+    problems = int(state.get("problems") or 0)
+    note = f"{shown} of {total} rows" + (f", the {problems} failed or paused first" if problems else "")
+    parts.append(
+        f'<div style="color:#495057;font-size:12px;margin-top:4px">Static snapshot of the explorer: {esc(note)}. '
+        "Every row: <code>nf.explore(df)</code> in a kernel, or <code>nf.report(df, 'report.html')</code>.</div>"
+    )
+    hide = _hide_dead_widget(snapshot_id) if hide_widget else ""
+    return (
+        f'<div class="nbflow-snap nbflow-snap-{esc(snapshot_id)} nbflow-explorer-snap" '
+        f'style="font-family:sans-serif;font-size:13px">{hide}{"".join(parts)}</div>'
+    )
+
+
+def _short_number(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.4g}"
+    return "" if value is None else str(value)
