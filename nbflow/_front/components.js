@@ -63,7 +63,7 @@ function nbxBars(progress) {
 }
 
 // A table of rows. opts: {open(row), selected, key(row), openable(row) -> true | reason string, cell(col, row),
-// extra(row) -> a last <td> or null}
+// extra(row) -> a last <td> or null, keyAttr: the attribute holding key(row), default data-index}
 function nbxTable(columns, rows, opts = {}) {
   const table = h("table", { class: "nbx-table" });
   table.append(h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col", title: c }, c)))));
@@ -75,7 +75,7 @@ function nbxTable(columns, rows, opts = {}) {
     const tr = h("tr", {
       class: `nbx-row nbx-${String(row.status || "").replace(/[^a-z]/g, "")}` + (key === opts.selected ? " nbx-selected" : "")
         + (can === true ? "" : " nbx-noopen") + (row.__worse ? " nbx-worse" : ""),
-      "data-index": key, tabindex: opts.open ? "0" : null, title: can === true ? null : can,
+      [opts.keyAttr || "data-index"]: key, tabindex: opts.open ? "0" : null, title: can === true ? null : can,
       onclick: open, onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } },
     });
     for (const c of columns) {

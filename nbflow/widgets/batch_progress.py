@@ -109,8 +109,8 @@ class BatchProgressWidget:
             if explorer is not None and explorer._snapshot
             else ""
         )
-        if not body and self.variants is not None:
-            body = self.variants.value
+        if not body and self._counts is not None:
+            body = variant_bars(self._counts(), "nbflow-variants-snap")
         # beside a live bar (the kernel still has the widget), the snapshot is not needed
         live = (
             f"<style>.jp-OutputArea-child:has(.nbflow-snap-{ident}):has(+ .jp-OutputArea-child .widget-hbox) "
@@ -144,7 +144,7 @@ def _html(text: str) -> str:
     return f'<code style="white-space: nowrap">{html.escape(text)}</code>'
 
 
-def variant_bars(groups: list[dict[str, Any]]) -> str:
+def variant_bars(groups: list[dict[str, Any]], css_class: str = "nbflow-variants") -> str:
     """One row per variant: its label, a bar of segments sized by row counts per status, the counts.
 
     A few failed rows are a thin red slice of their variant's bar, never a red bar.
@@ -169,7 +169,7 @@ def variant_bars(groups: list[dict[str, Any]]) -> str:
             f'background:#f1f3f5">{segments}</span>'
             f'<code style="white-space:nowrap">{html.escape(text)}</code></div>'
         )
-    return '<div class="nbflow-variants">' + "".join(rows) + "</div>"
+    return f'<div class="{css_class}">' + "".join(rows) + "</div>"
 
 
 def _snapshot_id(widget: BatchProgressWidget) -> str:

@@ -56,7 +56,7 @@ function render({ model, el }) {
       h("button", { class: "nbx-next", "aria-label": "next page", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›")));
     const rows = model.get("rows");
     el.append(nbxTable(model.get("columns"), rows, {
-      key: (row) => row.__pos, selected: model.get("selected"),
+      key: (row) => row.__pos, keyAttr: "data-pos", selected: model.get("selected"),
       open: (row) => send({ type: "open", pos: row.__pos }),
       openable: (row) => row.__blocked ? row.__blocked : true,
       extra: (row) => row.__options && row.__options.length ? h("td", { class: "nbx-answer" }, ...row.__options.map((opt) =>
@@ -204,7 +204,7 @@ def static_html(state: dict[str, Any], snapshot_id: str, *, hide_widget: bool = 
     from nbflow.widgets.style import SYMBOLS, esc
 
     cell = "padding:2px 6px;border-bottom:1px solid #dee2e6;text-align:left;vertical-align:top"
-    parts = [variant_bars(state.get("progress") or [])]
+    parts = [variant_bars(state.get("progress") or [], "nbflow-variants-snap")]
     summary = state.get("summary") or []
     if summary:
         cols = list(summary[0])

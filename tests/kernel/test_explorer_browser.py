@@ -93,8 +93,8 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             paused = page.locator(".nbflow-explorer").nth(1)
             expect(paused.locator("button.nbx-answer-btn")).to_have_count(4, **wait)
             paused.locator("tr.nbx-row").nth(1).locator("button.nbx-answer-btn", has_text="no").click()
-            expect(paused.locator("tr.nbx-row").nth(1).locator(".nbx-col-status")).to_have_text("succeeded", **wait)
-            expect(paused.locator("tr.nbx-row").nth(0).locator(".nbx-col-status")).to_have_text("paused", **wait)
+            expect(paused.locator("tr.nbx-row").nth(1).locator(".nbx-col-status")).to_have_text("✓ succeeded", **wait)
+            expect(paused.locator("tr.nbx-row").nth(0).locator(".nbx-col-status")).to_have_text("‖ paused", **wait)
 
             # three clicks while the third cell still awaits: every one handled
             live = page.locator(".nbflow-explorer").nth(2)
