@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nbflow._batch.cases import STATUS_COLUMNS
 from nbflow._batch.compare import classify
 from nbflow._batch.rows import QUESTION_COLUMNS
-from nbflow._batch.runs import NbflowAccessor
+from nbflow._batch.runs import NbflowAccessor, unopenable
 from nbflow._batch.save import frame_secrets
 from nbflow._batch.variants import MASK, count_by_variant, short, variant_labels
 from nbflow._core.errors import BatchError
@@ -204,10 +204,14 @@ def _rows(
         columns.append("question_prompt")
     data = {c: frame[c].tolist() for c in columns}
     options = frame["question_options"].tolist() if "question_options" in frame.columns else None
+    run_ids = frame["run_id"].tolist() if "run_id" in frame.columns else [None] * len(frame)
     rows = []
     for p in positions:
         row: dict[str, Any] = {c: _cell(c, data[c][p], redact) for c in columns}
         row["__pos"] = p
+        blocked = unopenable(frame, run_ids[p], str(data["status"][p]))
+        if blocked is not None:  # marked before it is clicked (a lock, and the reason as its tooltip)
+            row["__blocked"] = blocked
         if options is not None and data["status"][p] == "paused" and isinstance(options[p], list):
             row["__options"] = [redact(str(o)) if redact else str(o) for o in options[p]]
         rows.append(row)

@@ -63,7 +63,7 @@ function nbxBars(progress) {
 }
 
 // A table of rows. opts: {open(row), selected, key(row), openable(row) -> true | reason string, cell(col, row),
-// extra(row) -> a last <td> or null, keyAttr: the attribute holding key(row), default data-index}
+// marked(row) -> a reason to mark the row (it still opens: to say why), extra(row) -> a last <td> or null, keyAttr: the attribute holding key(row), default data-index}
 function nbxTable(columns, rows, opts = {}) {
   const table = h("table", { class: "nbx-table" });
   table.append(h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col", title: c }, c)))));
@@ -72,10 +72,11 @@ function nbxTable(columns, rows, opts = {}) {
     const key = opts.key ? opts.key(row) : row.__index;
     const can = opts.openable ? opts.openable(row) : true;
     const open = () => { if (can === true && opts.open) opts.open(row); };
+    const mark = can !== true ? can : opts.marked ? opts.marked(row) : null; // a reason: marked before a click
     const tr = h("tr", {
       class: `nbx-row nbx-${String(row.status || "").replace(/[^a-z]/g, "")}` + (key === opts.selected ? " nbx-selected" : "")
-        + (can === true ? "" : " nbx-noopen") + (row.__worse ? " nbx-worse" : ""),
-      [opts.keyAttr || "data-index"]: key, tabindex: opts.open ? "0" : null, title: can === true ? null : can,
+        + (mark ? " nbx-noopen" : "") + (row.__worse ? " nbx-worse" : ""),
+      [opts.keyAttr || "data-index"]: key, tabindex: opts.open ? "0" : null, title: mark || null,
       onclick: open, onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } },
     });
     for (const c of columns) {
@@ -89,7 +90,7 @@ function nbxTable(columns, rows, opts = {}) {
       tr.append(h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}`, title: typeof content === "string" && content.length > 40 ? content : null }, content));
     }
     if (opts.extra) { const td = opts.extra(row); if (td) tr.append(td); }
-    if (can !== true) tr.firstChild && tr.firstChild.prepend(h("span", { class: "nbx-lock", "aria-label": "cannot be opened" }, "⊝ "));
+    if (mark) tr.firstChild && tr.firstChild.prepend(h("span", { class: "nbx-lock", "aria-label": "cannot be opened" }, "⊝ "));
     body.append(tr);
   }
   table.append(body);

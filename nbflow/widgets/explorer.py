@@ -58,7 +58,7 @@ function render({ model, el }) {
     el.append(nbxTable(model.get("columns"), rows, {
       key: (row) => row.__pos, keyAttr: "data-pos", selected: model.get("selected"),
       open: (row) => send({ type: "open", pos: row.__pos }),
-      openable: (row) => row.__blocked ? row.__blocked : true,
+      marked: (row) => row.__blocked || null,  // a click still opens it: the detail says why it cannot
       extra: (row) => row.__options && row.__options.length ? h("td", { class: "nbx-answer" }, ...row.__options.map((opt) =>
         h("button", { class: "nbx-answer-btn", onclick: (e) => { e.stopPropagation(); send({ type: "answer", pos: row.__pos, answer: opt }); } }, opt))) : null,
     }));
@@ -120,9 +120,11 @@ class ExplorerView(widgets.HBox):
         self._snapshot = snapshot
         self.snapshot_id = secrets.token_hex(6)
         self.table = ExplorerTable(**static, snapshot_id=self.snapshot_id)
-        self.detail = widgets.Output(layout=widgets.Layout(width="50%", min_width="360px"))
-        self.table.layout = widgets.Layout(width="50%")
-        super().__init__([self.table, self.detail])
+        # Side by side when the output is wide enough for both (table >= 560 px, run view >= 480 px), else the run
+        # view goes below a table of the full width (its compare columns stay in view; one column under ~1040 px).
+        self.detail = widgets.Output(layout=widgets.Layout(flex="1 1 480px", min_width="0"))
+        self.table.layout = widgets.Layout(flex="1 1 560px", min_width="0", max_width="100%")
+        super().__init__([self.table, self.detail], layout=widgets.Layout(flex_flow="row wrap", width="100%"))
         self._query_fn, self._open, self._answer = query, open_row, answer
         self.handled = 0  # custom messages handled (the browser test reads it through the page)
         self.table.on_msg(self._on_msg)

@@ -88,6 +88,14 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             expect(explorer.locator("th", has_text="terse: status")).to_be_visible(**wait)
             expect(explorer.locator("th", has_text="steps: score")).to_be_visible(**wait)
             expect(explorer.locator(".nbx-range")).to_have_text("1–20 of 20", **wait)
+            # the change column (the point of comparing) is in view, inside the table's box, not cut off
+            change = explorer.locator("th", has_text=": change").first
+            expect(change).to_be_visible(**wait)
+            box, edge = change.bounding_box(), explorer.locator(".nbx-scroll").first.bounding_box()
+            assert box is not None and edge is not None
+            assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 1, (box, edge)
+            for folder in folders:
+                explorer.screenshot(path=str(folder / "explorer_compare.png"))
 
             # a paused row is answered inline
             paused = page.locator(".nbflow-explorer").nth(1)

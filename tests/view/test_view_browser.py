@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,17 @@ pytestmark = pytest.mark.browser
 WAIT = {"timeout": 20_000}
 
 
-def _browser(p: Any) -> Any:
-    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+@contextmanager
+def _page(**context: Any) -> Iterator[Any]:
+    """A page of headless Chromium (1280×900), closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield browser.new_context(viewport={"width": 1280, "height": 900}, **context).new_page()
+        finally:
+            browser.close()
 
 
 def _shot(page: Any, name: str) -> None:
@@ -41,66 +52,61 @@ def _watch(page: Any) -> list[str]:
 
 def test_viewer_pages_in_chromium(runs_db: Path) -> None:
     require()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     before = digest(runs_db)
     viewer = Viewer([runs_db]).start()
     try:
-        with sync_playwright() as p:
-            browser = _browser(p)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                problems = _watch(page)
-                page.goto(viewer.url)
-                rows = page.locator("table.nbx-experiments tbody tr")
-                expect(rows).to_have_count(2, **WAIT)
-                expect(page.locator("table.nbx-experiments")).to_contain_text("first try")
-                page.fill(".nbx-filter", "first")  # the list filters as one types
-                expect(rows).to_have_count(1, **WAIT)
-                page.fill(".nbx-filter", "")
-                _shot(page, "viewer_experiments.png")
+        with _page() as page:
+            problems = _watch(page)
+            page.goto(viewer.url)
+            rows = page.locator("table.nbx-experiments tbody tr")
+            expect(rows).to_have_count(2, **WAIT)
+            expect(page.locator("table.nbx-experiments")).to_contain_text("first try")
+            page.fill(".nbx-filter", "first")  # the list filters as one types
+            expect(rows).to_have_count(1, **WAIT)
+            page.fill(".nbx-filter", "")
+            _shot(page, "viewer_experiments.png")
 
-                page.get_by_role("link", name="v1", exact=True).click()
-                expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
-                expect(page.locator(".nbx-summary")).to_contain_text("score_mean [95% CI]")
-                page.select_option("select.nbx-status", "failed")  # filter to the failures
-                expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
-                failed = page.locator("tr.nbx-row")
-                expect(failed).to_have_count(1)
-                expect(failed.first).to_contain_text("model refused")
-                _shot(page, "viewer_experiment_failed.png")
+            page.get_by_role("link", name="v1", exact=True).click()
+            expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
+            expect(page.locator(".nbx-summary")).to_contain_text("score_mean [95% CI]")
+            page.select_option("select.nbx-status", "failed")  # filter to the failures
+            expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
+            failed = page.locator("tr.nbx-row")
+            expect(failed).to_have_count(1)
+            expect(failed.first).to_contain_text("model refused")
+            _shot(page, "viewer_experiment_failed.png")
 
-                failed.first.focus()
-                page.keyboard.press("Enter")  # rows open from the keyboard too
-                expect(page.locator(".nbx-detail h2")).to_contain_text("failed", **WAIT)
-                expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback")
-                node = page.locator("svg g#node-answer")
-                expect(node).to_have_class("node nbflow-node nbflow-failed")
-                expect(node).to_contain_text("✗ failed")  # the state by symbol as well as colour
-                _shot(page, "viewer_row_failed.png")
+            failed.first.focus()
+            page.keyboard.press("Enter")  # rows open from the keyboard too
+            expect(page.locator(".nbx-detail h2")).to_contain_text("failed", **WAIT)
+            expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback")
+            node = page.locator("svg g#node-answer")
+            expect(node).to_have_class("node nbflow-node nbflow-failed")
+            expect(node).to_contain_text("✗ failed")  # the state by symbol as well as colour
+            _shot(page, "viewer_row_failed.png")
 
-                page.go_back()
-                page.select_option("select.nbx-status", "paused")
-                expect(page.locator(".nbx-range")).to_have_text("1–3 of 3", **WAIT)
-                page.locator("tr.nbx-row").first.click()
-                expect(page.locator(".nbx-question")).to_contain_text("Is this right?", **WAIT)
-                expect(page.locator(".nbx-question")).to_contain_text("yes · no")
-                _shot(page, "viewer_row_paused.png")
+            page.go_back()
+            page.select_option("select.nbx-status", "paused")
+            expect(page.locator(".nbx-range")).to_have_text("1–3 of 3", **WAIT)
+            page.locator("tr.nbx-row").first.click()
+            expect(page.locator(".nbx-question")).to_contain_text("Is this right?", **WAIT)
+            expect(page.locator(".nbx-question")).to_contain_text("yes · no")
+            _shot(page, "viewer_row_paused.png")
 
-                page.goto(viewer.url)
-                expect(rows).to_have_count(2, **WAIT)
-                for box in page.locator("table.nbx-experiments input[type=checkbox]").all():
-                    box.check()
-                page.locator(".nbx-compare-go").click()
-                expect(page.locator(".nbx-verdict")).to_contain_text("v2 vs v1 on 15 cases", **WAIT)
-                first = page.locator("tr.nbx-row").first
-                expect(first.locator(".nbx-col-change")).to_contain_text("regressed")  # regressions first
-                _shot(page, "viewer_compare.png")
-                first.click()
-                expect(page.locator(".nbx-detail h2")).to_contain_text("row", **WAIT)
-                assert not problems, problems
-            finally:
-                browser.close()
+            page.goto(viewer.url)
+            expect(rows).to_have_count(2, **WAIT)
+            for box in page.locator("table.nbx-experiments input[type=checkbox]").all():
+                box.check()
+            page.locator(".nbx-compare-go").click()
+            expect(page.locator(".nbx-verdict")).to_contain_text("v2 vs v1 on 15 cases", **WAIT)
+            first = page.locator("tr.nbx-row").first
+            expect(first.locator(".nbx-col-change")).to_contain_text("regressed")  # regressions first
+            _shot(page, "viewer_compare.png")
+            first.click()
+            expect(page.locator(".nbx-detail h2")).to_contain_text("row", **WAIT)
+            assert not problems, problems
     finally:
         viewer.stop()
     assert digest(runs_db) == before
@@ -108,7 +114,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
 
 def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     require()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     db = tmp_path / "live.db"
     script = textwrap.dedent(
@@ -132,18 +138,13 @@ def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
         time.sleep(1.0)
         viewer = Viewer([db]).start()
         try:
-            with sync_playwright() as p:
-                browser = _browser(p)
-                try:
-                    page = browser.new_page(viewport={"width": 1280, "height": 900})
-                    page.goto(viewer.url + "#/e/0%3Alive")
-                    heading = page.locator("h1 .nbx-s-running")
-                    expect(heading).to_contain_text("rows finished", **WAIT)
-                    first = heading.inner_text()
-                    expect(heading).not_to_have_text(first, timeout=20_000)  # re-read while the batch writes
-                    _shot(page, "viewer_running.png")
-                finally:
-                    browser.close()
+            with _page() as page:
+                page.goto(viewer.url + "#/e/0%3Alive")
+                heading = page.locator("h1 .nbx-s-running")
+                expect(heading).to_contain_text("rows finished", **WAIT)
+                first = heading.inner_text()
+                expect(heading).not_to_have_text(first, timeout=20_000)  # re-read while the batch writes
+                _shot(page, "viewer_running.png")
         finally:
             viewer.stop()
     finally:
@@ -153,42 +154,36 @@ def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
 
 def test_report_from_disk_with_the_network_off(runs_db: Path, tmp_path: Path) -> None:
     require()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     out = report_store([runs_db], "v1", tmp_path / "report.html", vs="v2")
-    with sync_playwright() as p:
-        browser = _browser(p)
-        try:
-            context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
-            page = context.new_page()
-            problems = _watch(page)
-            requests: list[str] = []
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(out.as_uri())
-            expect(page.locator(".nbx-verdict")).to_contain_text("v2 vs v1", **WAIT)
-            _shot(page, "report_compare.png")
-            page.locator("nav a").first.click()
-            expect(page.locator("table.nbx-experiments tbody tr")).to_have_count(2, **WAIT)
-            page.get_by_role("link", name="v1", exact=True).click()
-            expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
-            page.select_option("select.nbx-variant", "terse")
-            expect(page.locator(".nbx-range")).to_have_text("1–5 of 5", **WAIT)
-            page.fill(".nbx-search", "boom")
-            page.keyboard.press("Enter")
-            expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
-            _shot(page, "report_experiment.png")
-            page.locator("tr.nbx-row").first.click()
-            expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback", **WAIT)
-            _shot(page, "report_row.png")
-            assert requests == [out.as_uri()], requests  # the file, and nothing else
-            assert not problems, problems
-        finally:
-            browser.close()
+    with _page(offline=True) as page:
+        problems = _watch(page)
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(out.as_uri())
+        expect(page.locator(".nbx-verdict")).to_contain_text("v2 vs v1", **WAIT)
+        _shot(page, "report_compare.png")
+        page.locator("nav a").first.click()
+        expect(page.locator("table.nbx-experiments tbody tr")).to_have_count(2, **WAIT)
+        page.get_by_role("link", name="v1", exact=True).click()
+        expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
+        page.select_option("select.nbx-variant", "terse")
+        expect(page.locator(".nbx-range")).to_have_text("1–5 of 5", **WAIT)
+        page.fill(".nbx-search", "boom")
+        page.keyboard.press("Enter")
+        expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
+        _shot(page, "report_experiment.png")
+        page.locator("tr.nbx-row").first.click()
+        expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback", **WAIT)
+        _shot(page, "report_row.png")
+        assert requests == [out.as_uri()], requests  # the file, and nothing else
+        assert not problems, problems
 
 
 def test_hostile_store_renders_as_text_and_runs_nothing(tmp_path: Path) -> None:
     require()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     marker = tmp_path / "pwned"
     db = hostile_store(tmp_path / "evil.db", marker)
@@ -196,27 +191,22 @@ def test_hostile_store_renders_as_text_and_runs_nothing(tmp_path: Path) -> None:
     out = report_store([db], "<script>window.pwned=6</script>", tmp_path / "report.html")
     viewer = Viewer([db]).start()
     try:
-        with sync_playwright() as p:
-            browser = _browser(p)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                for url in (viewer.url, out.as_uri()):
-                    page.goto(url)
+        with _page() as page:
+            for url in (viewer.url, out.as_uri()):
+                page.goto(url)
+                page.wait_for_selector("tr.nbx-row", **WAIT)
+                if page.locator("table.nbx-experiments").count():
+                    page.locator("a.nbx-open").first.click()
+                expect(page.locator("h1")).to_contain_text("<script>window.pwned=6</script>", **WAIT)
+                expect(page.locator("tr.nbx-row").first).to_contain_text("<script>window.pwned=5</script>")
+                for i in range(page.locator("tr.nbx-row").count()):
+                    page.locator("tr.nbx-row").nth(i).click()
+                    expect(page.locator(".nbx-detail")).to_be_visible(**WAIT)
+                    page.go_back()
                     page.wait_for_selector("tr.nbx-row", **WAIT)
-                    if page.locator("table.nbx-experiments").count():
-                        page.locator("a.nbx-open").first.click()
-                    expect(page.locator("h1")).to_contain_text("<script>window.pwned=6</script>", **WAIT)
-                    expect(page.locator("tr.nbx-row").first).to_contain_text("<script>window.pwned=5</script>")
-                    for i in range(page.locator("tr.nbx-row").count()):
-                        page.locator("tr.nbx-row").nth(i).click()
-                        expect(page.locator(".nbx-detail")).to_be_visible(**WAIT)
-                        page.go_back()
-                        page.wait_for_selector("tr.nbx-row", **WAIT)
-                    assert page.evaluate("() => window.pwned") is None
-                    assert page.locator("#nbx-app img, #nbx-app iframe, #nbx-app script").count() == 0
-                _shot(page, "viewer_hostile.png")
-            finally:
-                browser.close()
+                assert page.evaluate("() => window.pwned") is None
+                assert page.locator("#nbx-app img, #nbx-app iframe, #nbx-app script").count() == 0
+            _shot(page, "viewer_hostile.png")
     finally:
         viewer.stop()
     assert not marker.exists()
