@@ -43,6 +43,33 @@ def _shot(page: Any, name: str) -> None:
         page.screenshot(path=str(folder / name), full_page=True)
 
 
+# Every text of the page against its background: WCAG AA asks 4.5:1 (3:1 for large text); disabled controls exempt.
+LOW_CONTRAST = """() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c;
+    }
+    return [255, 255, 255];
+  };
+  const bad = [];
+  for (const el of document.querySelectorAll("#nbx-app *")) {
+    if (el.closest("svg") || el.disabled || el.closest("[disabled]")) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const st = getComputedStyle(el);
+    const fg = lum(rgb(st.color)), bg = lum(background(el));
+    const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    const large = parseFloat(st.fontSize) >= 24 || (parseFloat(st.fontSize) >= 18.5 && Number(st.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) bad.push(`${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}`);
+  }
+  return bad;
+}"""
+
+
 def _watch(page: Any) -> list[str]:
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -67,6 +94,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             expect(rows).to_have_count(1, **WAIT)
             page.fill(".nbx-filter", "")
             _shot(page, "viewer_experiments.png")
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             page.get_by_role("link", name="v1", exact=True).click()
             expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
@@ -77,6 +105,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             expect(failed).to_have_count(1)
             expect(failed.first).to_contain_text("model refused")
             _shot(page, "viewer_experiment_failed.png")
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             failed.first.focus()
             page.keyboard.press("Enter")  # rows open from the keyboard too
@@ -86,6 +115,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             expect(node).to_have_class("node nbflow-node nbflow-failed")
             expect(node).to_contain_text("✗ failed")  # the state by symbol as well as colour
             _shot(page, "viewer_row_failed.png")
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             page.go_back()
             page.select_option("select.nbx-status", "paused")
@@ -94,6 +124,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             expect(page.locator(".nbx-question")).to_contain_text("Is this right?", **WAIT)
             expect(page.locator(".nbx-question")).to_contain_text("yes · no")
             _shot(page, "viewer_row_paused.png")
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             page.goto(viewer.url)
             expect(rows).to_have_count(2, **WAIT)
@@ -104,6 +135,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             first = page.locator("tr.nbx-row").first
             expect(first.locator(".nbx-col-change")).to_contain_text("regressed")  # regressions first
             _shot(page, "viewer_compare.png")
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
             first.click()
             expect(page.locator(".nbx-detail h2")).to_contain_text("row", **WAIT)
             assert not problems, problems
@@ -174,9 +206,11 @@ def test_report_from_disk_with_the_network_off(runs_db: Path, tmp_path: Path) ->
         page.keyboard.press("Enter")
         expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
         _shot(page, "report_experiment.png")
+        assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
         page.locator("tr.nbx-row").first.click()
         expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback", **WAIT)
         _shot(page, "report_row.png")
+        assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
         assert requests == [out.as_uri()], requests  # the file, and nothing else
         assert not problems, problems
 
