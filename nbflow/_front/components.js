@@ -203,6 +203,7 @@ function nbxRowDetail(row) {
           h("td", {}, a.error || ""), h("td", {}, a.delay != null ? `${nbxNumber(a.delay)} s` : ""))))));
       for (const a of n.attempts) for (const x of a.extra || []) d.append(nbxPre(x));
     }
+    for (const [k, v] of Object.entries(n.more || {})) d.append(h("details", { class: `nbx-more nbx-more-${k.replace(/[^a-z0-9_]/gi, "_")}` }, h("summary", {}, k), nbxPre(v)));
     const ins = Object.entries(n.inputs || {});
     if (ins.length) d.append(h("details", {}, h("summary", {}, "inputs"), h("table", { class: "nbx-table nbx-kv" },
       h("tbody", {}, ...ins.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, nbxPre(v))))))));

@@ -884,6 +884,7 @@ def peek_run(db: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
                 "finished_at": t1,
                 "attempts": detail.get("attempts") or [],
                 "inputs": detail.get("inputs") or {},
+                "more": {k: v for k, v in detail.items() if k not in _DETAIL},  # what later versions record
             }
         )
     questions = [

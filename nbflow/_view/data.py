@@ -123,6 +123,8 @@ def run_record(
                 "inputs": {
                     str(k): "••••••" if is_secret_name(str(k)) else red(text_of(v, 2000)) for k, v in inputs.items()
                 },
+                # what a node's record holds beyond these (model-call transcripts, as they are recorded)
+                "more": {str(k): red(text_of(v, VALUE_CHARS)) for k, v in (node.get("more") or {}).items() if v},
             }
         )
     asked = []
