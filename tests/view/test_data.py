@@ -163,3 +163,17 @@ def test_a_missing_or_foreign_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "text.db").write_text("not a database")
     with pytest.raises(nf.StoreError, match=r"not a readable nbflow store|not a database|no nbflow batches"):
         StoreSource([tmp_path / "text.db"])
+
+
+def test_several_stores_are_listed_together(runs_db: Path, tmp_path: Path) -> None:
+    other = tmp_path / "runs.db"  # the same file name in another folder
+    other.write_bytes(runs_db.read_bytes())
+    src = StoreSource([runs_db, other])
+    try:
+        listed = src.experiments()
+        second = src.experiment("1:v2")
+    finally:
+        src.close()
+    assert listed["stores"] == ["runs.db (1)", "runs.db (2)"]
+    assert sorted(e["id"] for e in listed["experiments"]) == ["0:v1", "0:v2", "1:v1", "1:v2"]
+    assert second["store"] == "runs.db (2)" and second["page"]["total"] == 15
