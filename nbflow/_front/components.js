@@ -147,6 +147,7 @@ function nbxGraph(svgText, states, onPick) {
   if (!svg) return null;
   svg.removeAttribute("width"); svg.removeAttribute("height");
   svg.setAttribute("class", "nbx-graph-svg"); svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "the flow's graph: " + Object.entries(states).map(([n, s]) => `${n} ${s}`).join(", "));
   for (const g of svg.querySelectorAll("g.nbflow-node")) {
     const name = g.id.replace(/^node-/, "");
     const st = states[name] || "pending";
@@ -165,7 +166,7 @@ function nbxPre(text, cls = "") { return h("pre", { class: `nbx-pre ${cls}` }, t
 // One row: values, question (paused), graph, and every node's output / error / traceback / attempts.
 function nbxRowDetail(row) {
   const box = h("div", { class: "nbx-detail" });
-  box.append(h("h2", {}, `row ${row.index} `, nbxState(row.status)));
+  box.append(h("h1", { class: "nbx-row-title" }, `${row.name ? row.name + " · " : ""}row ${row.index} `, nbxState(row.status)));
   for (const q of row.questions || []) {
     box.append(h("div", { class: "nbx-question", role: "note" }, h("b", {}, "‖ waiting for an answer: "), q.prompt,
       q.options && q.options.length ? h("div", {}, "options: ", q.options.join(" · ")) : "",

@@ -138,7 +138,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Frame-Options", "DENY")
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the page moved on before its answer came
+                pass
 
     def _json(self, status: int, data: Any) -> None:
         body = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")

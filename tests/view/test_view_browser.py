@@ -70,6 +70,17 @@ LOW_CONTRAST = """() => {
 }"""
 
 
+def _axe_serious(page: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page (the accessibility rules a screen reader, a keyboard
+    or low vision users run into), as "rule: where"."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page).response["violations"]
+    return [
+        f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in found if v["impact"] in ("serious", "critical")
+    ]
+
+
 def _watch(page: Any) -> list[str]:
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -78,7 +89,7 @@ def _watch(page: Any) -> list[str]:
 
 
 def test_viewer_pages_in_chromium(runs_db: Path) -> None:
-    require()
+    require("axe_playwright_python")
     from playwright.sync_api import expect
 
     before = digest(runs_db)
@@ -94,6 +105,7 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             expect(rows).to_have_count(1, **WAIT)
             page.fill(".nbx-filter", "")
             _shot(page, "viewer_experiments.png")
+            assert not _axe_serious(page), _axe_serious(page)
             assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             page.get_by_role("link", name="v1", exact=True).click()
@@ -105,16 +117,18 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             expect(failed).to_have_count(1)
             expect(failed.first).to_contain_text("model refused")
             _shot(page, "viewer_experiment_failed.png")
+            assert not _axe_serious(page), _axe_serious(page)
             assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             failed.first.focus()
             page.keyboard.press("Enter")  # rows open from the keyboard too
-            expect(page.locator(".nbx-detail h2")).to_contain_text("failed", **WAIT)
+            expect(page.locator(".nbx-detail h1")).to_contain_text("failed", **WAIT)
             expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback")
             node = page.locator("svg g#node-answer")
             expect(node).to_have_class("node nbflow-node nbflow-failed")
             expect(node).to_contain_text("✗ failed")  # the state by symbol as well as colour
             _shot(page, "viewer_row_failed.png")
+            assert not _axe_serious(page), _axe_serious(page)
             assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
 
             page.go_back()
@@ -135,9 +149,10 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
             first = page.locator("tr.nbx-row").first
             expect(first.locator(".nbx-col-change")).to_contain_text("regressed")  # regressions first
             _shot(page, "viewer_compare.png")
+            assert not _axe_serious(page), _axe_serious(page)
             assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
             first.click()
-            expect(page.locator(".nbx-detail h2")).to_contain_text("row", **WAIT)
+            expect(page.locator(".nbx-detail h1")).to_contain_text("row", **WAIT)
             assert not problems, problems
     finally:
         viewer.stop()
