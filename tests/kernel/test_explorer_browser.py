@@ -8,6 +8,7 @@ docs/img/explorer.png (with NBFLOW_UPDATE_DOCS=1) and tests/artifacts/.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -69,10 +70,16 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             expect(explorer.locator("tr.nbx-row").first).to_be_visible(timeout=90_000)
             expect(explorer.locator(".nbx-range")).to_have_text("1–40 of 40", **wait)
 
-            # filter to failed rows, click one: its run view, with the traceback, opens beside the table
+            # succeeded rows were not kept (keep="failed", no store): marked before any click, saying why
+            kept_not = explorer.locator("tr.nbx-noopen").first
+            expect(kept_not).to_have_attribute("title", re.compile("keep='failed'"), **wait)
+            expect(kept_not.locator(".nbx-lock")).to_have_count(1)
+
+            # filter to failed rows, open one from the keyboard: its run view, with the traceback, opens
             explorer.locator("select.nbx-status").select_option("failed")
             expect(explorer.locator(".nbx-range")).to_have_text("1–4 of 4", **wait)
-            explorer.locator("tr.nbx-row").first.click()
+            explorer.locator("tr.nbx-row").first.focus()
+            page.keyboard.press("Enter")
             cell = page.locator(".jp-Cell").first
             detail = cell.locator(".nbflow-runview").first
             expect(detail).to_contain_text("judge crashed on q3", timeout=60_000)
