@@ -136,7 +136,9 @@ async function nbxExperiment(id) {
       exp.page.capped ? h("div", { class: "nbx-note nbx-capped" }, `this report holds the first ${nbxNumber(exp.page.rows.length)} of ${nbxNumber(exp.total)} rows (nbflow view shows them all)`) : "",
       nbxTable(exp.page.columns, exp.page.rows, {
         open: (row) => nbxGo("r", id, row.__index),
-        openable: (row) => row.__run === false ? "this row never started: nothing to open" : true,
+        openable: (row) => row.__run === false ? "this row never started: nothing to open"
+          : row.__detail === false ? "this file holds no details of this row (past the report's limit)" : true,
+        marked: (row) => row.__kept === false ? "its run record was not kept: only its values open" : null,
       }));
   };
   const reload = async () => { exp = await NBX_API.experiment(id, query); draw(); };

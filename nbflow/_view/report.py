@@ -61,6 +61,10 @@ def _frame_pages(frame: pd.DataFrame, eid: str, details: Any) -> tuple[dict[str,
             if graph is not None:
                 rows.setdefault("graph", graph)
             rows[p] = found
+    for row in exp["page"]["rows"]:  # marked before a click: a row whose details (or run record) are not in the file
+        found = rows.get(row["__index"])
+        row["__detail"] = found is not None
+        row["__kept"] = bool(found and found.get("kept"))
     return exp, rows
 
 

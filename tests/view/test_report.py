@@ -85,6 +85,8 @@ def test_nf_report_of_a_frame_with_secrets_keeps_them_out(tmp_path: Path) -> Non
     assert any(
         d["nodes"] for k, d in data["rows"]["0"].items() if k != "graph"
     )  # the failed row's kept run is in the file
+    marks = {r["status"]: (r["__detail"], r["__kept"]) for r in rows}
+    assert marks == {"failed": (True, True), "succeeded": (True, False)}  # keep="failed": marked, its values open
 
 
 def test_report_rows_are_capped_with_a_stated_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
