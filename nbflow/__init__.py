@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from nbflow._core.errors import RunFailedError as RunFailedError
     from nbflow._core.errors import RunInterrupted as RunInterrupted
     from nbflow._core.errors import RunnerError as RunnerError
+    from nbflow._core.errors import ScorerError as ScorerError
     from nbflow._core.errors import StateTransitionError as StateTransitionError
     from nbflow._core.errors import StoreError as StoreError
     from nbflow._core.errors import SubflowFailedError as SubflowFailedError
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from nbflow._core.missing import MISSING as MISSING
     from nbflow._core.missing import Missing as Missing
     from nbflow._core.question import Question as Question
+    from nbflow._core.score import Score as Score
     from nbflow._core.secrets import REDACTED as REDACTED
     from nbflow._core.secrets import Secret as Secret
     from nbflow._core.secrets import env as env
@@ -101,7 +103,7 @@ if TYPE_CHECKING:
     from nbflow._store.checkpoint import load_run as load_run
     from nbflow._store.node_cache import NodeCache as NodeCache
     from nbflow._store.outputs import load as load
-    from nbflow._store.pickling import StoredError as StoredError
+    from nbflow._store.stored_error import StoredError as StoredError
     from nbflow._view.report import report as report
 del TYPE_CHECKING
 
@@ -145,6 +147,7 @@ _EXPORTS: dict[str, str] = {
     "RunFailedError": "nbflow._core.errors",
     "RunInterrupted": "nbflow._core.errors",
     "RunnerError": "nbflow._core.errors",
+    "ScorerError": "nbflow._core.errors",
     "StateTransitionError": "nbflow._core.errors",
     "StoreError": "nbflow._core.errors",
     "SubflowFailedError": "nbflow._core.errors",
@@ -168,6 +171,7 @@ _EXPORTS: dict[str, str] = {
     "Missing": "nbflow._core.missing",
     "Question": "nbflow._core.question",
     "REDACTED": "nbflow._core.secrets",
+    "Score": "nbflow._core.score",
     "Secret": "nbflow._core.secrets",
     "env": "nbflow._core.secrets",
     "NodeStatus": "nbflow._core.states",
@@ -200,7 +204,7 @@ _EXPORTS: dict[str, str] = {
     "load_run": "nbflow._store.checkpoint",
     "NodeCache": "nbflow._store.node_cache",
     "load": "nbflow._store.outputs",
-    "StoredError": "nbflow._store.pickling",
+    "StoredError": "nbflow._store.stored_error",
 }
 
 __all__ = [
@@ -271,6 +275,8 @@ __all__ = [
     "RunStarted",
     "RunStatus",
     "RunnerError",
+    "Score",
+    "ScorerError",
     "Secret",
     "StateTransitionError",
     "StoreError",

@@ -141,6 +141,8 @@ class ChatServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # (socketserver's default listen backlog is 5: a batch opening more connections at once saw some refused)
+    request_queue_size = 128
     chat: ChatServer
 
     def process_request(self, request: Any, client_address: Any) -> None:

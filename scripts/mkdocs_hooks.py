@@ -124,6 +124,8 @@ def _render(state: dict[str, Any], model_id: str) -> str:
     if model is None:
         raise _Unknown(model_id)
     name, s = model["model_name"], model["state"]
+    if model.get("model_module") == "anywidget" and {"rows", "columns", "range_text"} <= set(s):
+        return _explorer_table(s)  # the results explorer the batch widget shows when it ends
     if model.get("model_module") not in ("@jupyter-widgets/controls", "@jupyter-widgets/output"):
         raise _Unknown(name)
     flex = {"VBoxModel": "display: flex; flex-direction: column", "HBoxModel": "display: flex; gap: 4px"}
@@ -165,6 +167,18 @@ def _render(state: dict[str, Any], model_id: str) -> str:
     if name == "OutputModel":
         return f"<div{attrs}>" + "".join(_output_html(out) for out in s.get("outputs", [])) + "</div>"
     raise _Unknown(name)
+
+
+def _explorer_table(s: dict[str, Any], limit: int = 10) -> str:
+    """The explorer's first rows as a plain table (its state holds them, already redacted), and its range."""
+    columns = [str(c) for c in s.get("columns", [])]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(row.get(c, '')))}</td>" for c in columns) + "</tr>"
+        for row in list(s.get("rows", []))[:limit]
+    )
+    note = html.escape(f"rows {s.get('range_text', '')} (static copy: the first {limit})")
+    return f"<div><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><small>{note}</small></div>"
 
 
 def _output_html(out: dict[str, Any]) -> str:

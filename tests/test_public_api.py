@@ -72,6 +72,8 @@ EXPECTED = {
     "RunStarted",
     "RunStatus",
     "RunnerError",
+    "Score",
+    "ScorerError",
     "Secret",
     "StateTransitionError",
     "StoreError",

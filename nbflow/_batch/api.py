@@ -29,7 +29,7 @@ from nbflow._batch.paused import arm_expiry
 from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive
-from nbflow._batch.variants import attach_live_variants
+from nbflow._batch.variants import live_variants
 from nbflow._core.config import check_trace
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name
@@ -328,7 +328,7 @@ async def _drive(state: State) -> pd.DataFrame:
         elif opts.batch_id is not None:
             state.batch_id = opts.batch_id
         renderer = make_renderer(opts.progress, in_kernel(), progress)
-        attach_live_variants(renderer, state)  # in a kernel: a bar per grid combination, then the explorer
+        _attach_live_variants(renderer, state)  # in a kernel: a bar per grid combination, then the explorer
         try:
             await runner(state, todo, store, secret, progress, renderer)
         finally:
@@ -485,3 +485,20 @@ def _check_repeats(flow: Flow, cases: Cases, repeats: int) -> None:
             f"{repeats} samples would be one cached call; declare the node that samples (the model call) with "
             f"@flow.node(cache='per-sample') (one cache entry per sample) or cache=False"
         )
+
+
+def _attach_live_variants(renderer: Any, state: State) -> None:
+    """Give a progress display that can draw per-variant bars (``show_variants``) the batch's counts."""
+    show = getattr(renderer, "show_variants", None)
+    if not callable(show):
+        return
+    counts = live_variants(state)
+    if counts is None:
+        return
+
+    def open_explorer() -> Any:
+        from nbflow._batch.explore import explore
+
+        return explore(state.frame if state.frame is not None else state.build())
+
+    show(counts, open_explorer)

@@ -85,7 +85,7 @@ class Breaker:
             self._trip()
 
     def _trip(self) -> None:
-        from nbflow._batch.rows import clip
+        from nbflow._batch.columns import clip
 
         used = len(self.state.cooldowns)
         if self.cooldown is None or used >= self.max_cooldowns:

@@ -195,7 +195,9 @@ def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: 
             "counts": {str(k): int(v) for k, v in frame["status"].value_counts().items()} if "status" in frame else {},
         }
     )
-    return frame
+    from nbflow._batch.rows import split_scores  # (the row engine: loaded when a frame is, not with nf.experiments)
+
+    return split_scores(frame, frame.attrs["outputs"])
 
 
 def _find(store: BatchStore, name: str) -> str:

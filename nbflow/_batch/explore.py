@@ -4,7 +4,9 @@ Per-variant status bars; a paged table (50 rows a page, sent as data, not as one
 fast at 10,000 rows) filtered by status and variant and sorted by latency or any numeric output
 (a score); clicking a row opens its run view beside the table (the row's run must have been kept:
 ``keep=``, or ``store=``); "compare variants" shows each case once with every variant's outputs and
-status side by side, each variant's change against the chosen baseline (default: the first name); paused rows get their answer buttons inline. The DataFrame's own repr is untouched.
+status side by side, each variant's change against the chosen baseline (default: the first name) and
+``nf.compare``'s verdict in its note; a scorer's explanation (``nf.Score``) follows its score; paused rows get
+their answer buttons inline. The DataFrame's own repr is untouched.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.cases import STATUS_COLUMNS
-from nbflow._batch.compare import classify
+from nbflow._batch.compare import classify, compare
 from nbflow._batch.rows import QUESTION_COLUMNS
 from nbflow._batch.runs import NbflowAccessor, unopenable
 from nbflow._batch.save import frame_secrets
@@ -51,9 +53,20 @@ def explore(frame: pd.DataFrame) -> Any:
         run = accessor._run_of(frame.iloc[pos], frame.index[pos])
         flow_of(run).answer(frame, {frame.index[pos]: _unmasked(run, value, redact)})
 
+    verdicts: dict[str, str] = {}  # compare mode's verdict line (nf.compare) per baseline, computed on first use
+
+    def state(request: dict[str, Any]) -> dict[str, Any]:
+        out = query(frame, request, redact)
+        if out["query"]["mode"] == "compare":
+            base = str(out["query"].get("baseline") or "")
+            if base not in verdicts:
+                verdicts[base] = _verdict(frame, base)
+            out["note"] = "; ".join(n for n in (out["note"], verdicts[base]) if n)
+        return out
+
     # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
     return ExplorerView(
-        lambda request: redact.scrub(query(frame, request, redact)),
+        lambda request: redact.scrub(state(request)),
         open_row,
         answer,
         static,
@@ -87,6 +100,30 @@ def snapshot_state(frame: pd.DataFrame, redact: Redactor | None = None) -> dict[
         "problems": len(problems),
         "summary": summary,
     }
+
+
+_VERDICT_MAX_ROWS = 20_000  # (a paired bootstrap per score: past this, compare mode opens without it)
+
+
+def _verdict(frame: pd.DataFrame, baseline: str = "") -> str:
+    """nf.compare's verdict for the explorer's compare mode: each variant against the baseline (the explorer's
+    choice, else the first by name), for a batch with one grid key that is not secret-named; "" when it does
+    not apply."""
+    keys = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
+    if len(keys) != 1 or is_secret_name(keys[0]) or len(frame) > _VERDICT_MAX_ROWS:
+        return ""
+    key = keys[0]
+    names = sorted(frame[key].dropna().unique().tolist(), key=str)
+    if len(names) < 2:
+        return ""
+    base = next((n for n in names if str(n) == baseline), names[0])
+    try:
+        if len(names) == 2:
+            other = next(n for n in names if n is not base)
+            return str(compare(frame, base, other, by=key).attrs["verdict"])
+        return str(compare(frame, by=key, baseline=base).attrs["verdict"])
+    except BatchError:  # no score column, cases that do not pair: the table still shows the cases
+        return ""
 
 
 def secrets_of(frame: pd.DataFrame) -> Redactor:
@@ -198,8 +235,15 @@ def _rows(
     frame: pd.DataFrame, positions: list[int], redact: Redactor | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
-    inputs = [c for c in frame.columns if c not in outputs and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS]
-    columns = [*inputs, *outputs, "status", "error_message", "latency"]
+    # a scorer's explanation (nf.Score: "<node>.explanation") and details follow its score
+    nested = {o: [c for c in frame.columns if str(c).startswith(f"{o}.")] for o in outputs}
+    inner = {c for cs in nested.values() for c in cs}
+    inputs = [
+        c
+        for c in frame.columns
+        if c not in outputs and c not in inner and c not in STATUS_COLUMNS and c not in QUESTION_COLUMNS
+    ]
+    columns = [*inputs, *(c for o in outputs for c in (o, *nested[o])), "status", "error_message", "latency"]
     if "question_prompt" in frame.columns:
         columns.append("question_prompt")
     data = {c: frame[c].tolist() for c in columns}
@@ -225,7 +269,9 @@ def _compare(
     redact: Redactor | None = None,
     baseline: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    outputs = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    scores = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
+    # each output with its scorer explanation ("<node>.explanation"), which is no case column
+    outputs = [c for o in scores for c in (o, *(c for c in frame.columns if str(c).startswith(f"{o}.")))]
     grid = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     case_cols = [
         c

@@ -11,12 +11,13 @@ import collections
 import functools
 import gc
 import itertools
-import json
+import math
+import numbers
 import operator
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,12 @@ import anyio
 
 from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, clip, json_safe
+from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
+from nbflow._core.score import Score
 from nbflow._core.secrets import Secret, secret_texts
 from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
@@ -59,11 +63,6 @@ __all__ = [
     "unfinished",
 ]
 
-# Row states that are final. "pending": never started; "cancelled": stopped while running; "paused": a
-# node asked a question (nf.ask); the row's run is kept and resumed by flow.answer(frame, ...).
-FINISHED = ("succeeded", "failed", "paused")
-# Columns of a paused row's question, present when some row paused.
-QUESTION_COLUMNS = ("question_prompt", "question_options")
 # Enum members bound once (a lookup on the class costs ~0.1 µs on Python 3.11, several per row).
 _RUN_SUCCEEDED, _RUN_CANCELLED, _RUN_PAUSED = RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.PAUSED
 
@@ -716,6 +715,7 @@ def _frame(state: State) -> pd.DataFrame:
         frame["attempts"] = frame["attempts"].astype("int64")
     if "latency" in frame and frame["latency"].dtype != "float64":
         frame["latency"] = frame["latency"].astype("float64")
+    frame = split_scores(frame, cases.outputs)
     if state.opts.flatten:
         frame = _flatten(frame, cases.outputs)
     # Most frequent first, ties in the order first seen: as ``frame["status"].value_counts()``, ~10x faster.
@@ -743,27 +743,52 @@ def _frame(state: State) -> pd.DataFrame:
     return frame
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` as it is if JSON holds it, else a copy whose other values are their repr (a grid of objects)."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=repr))
-    return value
+def split_scores(frame: pd.DataFrame, outputs: Sequence[str]) -> pd.DataFrame:
+    """Each output column of ``nf.Score`` values becomes the values (the column: what ``nf.summarize`` reads)
+    followed by ``<node>.explanation`` and a ``<node>.<key>`` column per key of the scores' ``details``."""
+    found = [
+        o
+        for o in outputs
+        if o in frame.columns
+        and frame[o].dtype == object
+        and any(isinstance(v, Score) for v in frame[o])
+        and all(isinstance(v, Score) or v is None or (isinstance(v, float) and math.isnan(v)) for v in frame[o])
+    ]
+    if not found:
+        return frame
+    import pandas as pd
 
-
-def _as_dict(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, dict):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and hasattr(type(value), "model_fields"):
-        out: dict[str, Any] = dump()
-        return out
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return None
+    # (a frame loaded from a store lists these columns already, empty: its rows hold the Scores)
+    made = {f"{o}.explanation" for o in found} | {
+        f"{o}.{k}" for o in found for v in frame[o] if isinstance(v, Score) for k in v.details
+    }
+    frame = frame.drop(columns=[c for c in frame.columns if c in made])
+    parts: list[pd.Series] = []
+    for col in frame.columns:
+        if col not in found:
+            parts.append(frame[col])
+            continue
+        scores = [v if isinstance(v, Score) else None for v in frame[col]]
+        values = [s.value if s is not None else None for s in scores]
+        kind = "bool" if all(isinstance(v, bool) for v in values) else None
+        parts.append(pd.Series(values, index=frame.index, name=col, dtype=kind or object))
+        if kind is None and all(isinstance(v, numbers.Real) or v is None for v in values):
+            parts[-1] = pd.to_numeric(parts[-1]).rename(col)  # None -> NaN: a numeric score column
+        parts.append(
+            pd.Series(
+                [s.explanation if s is not None else None for s in scores], index=frame.index, name=f"{col}.explanation"
+            )
+        )
+        keys = dict.fromkeys(str(k) for s in scores if s is not None for k in s.details)
+        for k in keys:
+            parts.append(
+                pd.Series(
+                    [s.details.get(k) if s is not None else None for s in scores], index=frame.index, name=f"{col}.{k}"
+                )
+            )
+    out = pd.concat(parts, axis=1)
+    out.attrs = dict(frame.attrs)
+    return out
 
 
 def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
@@ -795,8 +820,3 @@ def _flatten(frame: pd.DataFrame, outputs: list[str]) -> pd.DataFrame:
     out = pd.concat(parts, axis=1)
     out.attrs = dict(frame.attrs)
     return out
-
-
-def clip(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.cases import STATUS_COLUMNS, _own_index
-from nbflow._batch.rows import QUESTION_COLUMNS, _as_dict, json_safe
+from nbflow._batch.columns import QUESTION_COLUMNS, json_safe
+from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._core.errors import BatchError
 from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name
 

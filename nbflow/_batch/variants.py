@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from nbflow._batch.rows import State
     from nbflow._core.secrets import Redactor
 
-__all__ = ["ORDER", "attach_live_variants", "count_by_variant", "live_variants", "variant_labels"]
+__all__ = ["ORDER", "count_by_variant", "live_variants", "variant_labels"]
 
 MASK = SCREEN_MASK
 # The order of the segments in a bar (and of the counts in its text).
@@ -76,20 +76,3 @@ def live_variants(state: State) -> Any:
         return count_by_variant(labels, statuses)
 
     return counts
-
-
-def attach_live_variants(renderer: Any, state: State) -> None:
-    """Give a progress display that can draw per-variant bars (``show_variants``) the batch's counts."""
-    show = getattr(renderer, "show_variants", None)
-    if not callable(show):
-        return
-    counts = live_variants(state)
-    if counts is None:
-        return
-
-    def explore() -> Any:
-        from nbflow._batch.explore import explore
-
-        return explore(state.frame if state.frame is not None else state.build())
-
-    show(counts, explore)

@@ -29,7 +29,8 @@ The tree::
     ├── ConfigError (ValueError)           a setting of nbflow.config got a value it cannot take
     ├── ProcessNodeError (RuntimeError)    an executor="process" node could not run in its worker
     │                                      (inputs/output not picklable, the worker died); .node
-    └── InputMutationError (RuntimeError)  a node changed a value it received (nf.config.check_mutation); .node
+    ├── InputMutationError (RuntimeError)  a node changed a value it received (nf.config.check_mutation); .node
+    └── ScorerError (ValueError)           a scorer cannot score (a judge answered off-format, a bad rubric)
 
     RunInterrupted (KeyboardInterrupt)     a blocking run was interrupted; .run holds the record
     BatchInterrupted (KeyboardInterrupt)   a batch was interrupted; .frame holds every finished row
@@ -74,6 +75,7 @@ __all__ = [
     "RunFailedError",
     "RunInterrupted",
     "RunnerError",
+    "ScorerError",
     "StateTransitionError",
     "StoreError",
     "SubflowFailedError",
@@ -398,6 +400,10 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run: Run) -> None:
         self.run = run
         super().__init__(f"run {run.run_id} of flow {run.flow!r} was interrupted; its record is in .run")
+
+
+class ScorerError(NbflowError, ValueError):
+    """A scorer of ``nbflow.scorers`` cannot score: a judge answered off-format, a rubric names an unknown field."""
 
 
 class BatchError(NbflowError, ValueError):

@@ -158,7 +158,7 @@ async function nbxCompare(a, b, variants) {
     h("p", { class: "nbx-verdict", role: "status" }, cmp.verdict || cmp.summary),
     cmp.verdict ? h("p", { class: "nbx-note" }, cmp.summary) : "",
     h("div", { class: "nbx-controls" }, ...counts.flatMap((c) => [c, " "])),
-    cmp.stats.length ? h("table", { class: "nbx-table nbx-stats" }, h("tbody", {}, ...cmp.stats.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, v))))) : "",
+    cmp.stats && cmp.stats.columns && cmp.stats.columns.length ? h("div", { class: "nbx-stats" }, h("h2", {}, "Paired statistics"), nbxSummary(cmp.stats)) : "",
     h("h2", {}, "Cases, regressions first"),
     cmp.total > cmp.rows.length ? h("div", { class: "nbx-note" }, `the first ${cmp.rows.length} of ${cmp.total} cases`) : "",
     nbxTable(cmp.columns, cmp.rows.map((r) => ({ ...r, __worse: ["newly_failing", "regressed"].includes(r.change) })), {

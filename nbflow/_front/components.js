@@ -84,17 +84,18 @@ function nbxTable(columns, rows, opts = {}) {
       const custom = opts.cell ? opts.cell(c, row) : undefined;
       let content;
       if (custom !== undefined) content = custom;
-      else if (c === "status" || c === "status_a" || c === "status_b" || c.endsWith(": status")) content = value ? nbxState(value) : "";
+      else if (c === "status" || /^status_/.test(c) || c.endsWith(": status")) content = value ? nbxState(value) : "";
       else if (c === "change" || c.endsWith(": change")) content = value ? h("span", { class: `nbx-change nbx-c-${value}` }, nbxChange(value)) : "";
       else content = typeof value === "number" ? nbxNumber(value, 4) : String(value ?? "");
-      tr.append(h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}`, title: typeof content === "string" && content.length > 40 ? content : null }, content));
+      const why = row[`${c}.explanation`];  // a scorer's explanation (nf.Score), on hover over its score
+      tr.append(h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}`, title: why ? String(why) : typeof content === "string" && content.length > 40 ? content : null }, content));
     }
     if (opts.extra) { const td = opts.extra(row); if (td) tr.append(td); }
     if (mark) tr.firstChild && tr.firstChild.prepend(h("span", { class: "nbx-lock", "aria-label": "cannot be opened" }, "⊝ "));
     body.append(tr);
   }
   table.append(body);
-  return h("div", { class: "nbx-scroll" }, table);
+  return h("div", { class: "nbx-scroll", tabindex: "0", role: "region", "aria-label": "rows" }, table);
 }
 
 const NBX_CHANGE_SYMBOLS = { newly_failing: "✗", regressed: "▼", both_failed: "✗✗", only_a: "◧", only_b: "◨", fixed: "✓", improved: "▲", unchanged: "=" };
@@ -123,7 +124,7 @@ function nbxSummary(summary) {
     })));
   }
   table.append(body);
-  return h("div", { class: "nbx-scroll nbx-summary-box" }, table);
+  return h("div", { class: "nbx-scroll nbx-summary-box", tabindex: "0", role: "region", "aria-label": "summary" }, table);
 }
 
 // Remove from an SVG anything that could run or fetch (it is nbflow's own Graphviz output; this is a second guard).

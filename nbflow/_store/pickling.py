@@ -24,6 +24,7 @@ from nbflow._core.errors import StoreError
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import REDACTED, Redactor, Secret
 from nbflow._store import trust
+from nbflow._store.stored_error import StoredError
 
 _JSON = b"NBJ1"
 _SIGNED = b"NBS1"
@@ -41,43 +42,6 @@ HOW_TO_TRUST = (
 
 class UntrustedData(StoreError):
     """A stored value needs pickle and carries no valid tag for this user's key (nothing was unpickled)."""
-
-
-class StoredError(Exception):
-    """An exception read back from a store: its type name and message (the original is not kept).
-
-    ``type(err).__name__`` is the original type's name (``"ValueError"``), so ``record.error_type``,
-    ``nf.ErrorInfo.type`` and ``nf.Failed`` show what the user's code raised; ``isinstance(err,
-    nf.StoredError)`` tells a read-back error from a live one.
-    """
-
-    def __new__(cls, type_name: str = "Exception", message: str = "") -> StoredError:
-        if cls is StoredError:
-            cls = _stored_type(type_name)
-        return super().__new__(cls, message)
-
-    def __init__(self, type_name: str = "Exception", message: str = "") -> None:
-        self.type_name = type_name
-        super().__init__(message)
-
-    def __reduce__(self) -> Any:
-        return (StoredError, (self.type_name, str(self)))
-
-    def __repr__(self) -> str:
-        return f"StoredError({self.type_name}: {self})"
-
-
-_STORED_TYPES: dict[str, type[StoredError]] = {}
-
-
-def _stored_type(name: str) -> type[StoredError]:
-    """A subclass of StoredError named like the original exception type (one per name)."""
-    if not name.isidentifier():
-        return StoredError
-    found = _STORED_TYPES.get(name)
-    if found is None:
-        found = _STORED_TYPES[name] = type(name, (StoredError,), {"__module__": "nbflow.stored", "__slots__": ()})
-    return found
 
 
 class StorePickler(pickle.Pickler):

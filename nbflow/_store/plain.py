@@ -36,6 +36,7 @@ from typing import Any
 
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import REDACTED, Redactor, Secret
+from nbflow._store.stored_error import StoredError
 
 __all__ = [
     "MAGIC",
@@ -156,8 +157,6 @@ class _Encoder:
         if t.__name__ in _PATHS and _PATHS[t.__name__] is t:
             return {TAG: "path", "kind": t.__name__, "v": self.text(str(v))}
         if isinstance(v, BaseException):
-            from nbflow._store.pickling import StoredError
-
             name = v.type_name if isinstance(v, StoredError) else t.__name__
             return {TAG: "error", "type": name, "message": self.text(str(v))}
         if isinstance(v, enum.Enum):
@@ -377,8 +376,6 @@ class _Decoder:
         if tag == "path":
             return _PATHS[v["kind"]](v["v"])
         if tag == "error":
-            from nbflow._store.pickling import StoredError
-
             return StoredError(v["type"], v["message"])
         if tag in ("ndarray", "npscalar"):
             import numpy as np

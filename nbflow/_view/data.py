@@ -538,11 +538,16 @@ def _index(value: Any) -> int | None:
         return None
 
 
-def _stats(attrs: Mapping[str, Any]) -> list[list[str]]:
-    """Whatever figures ``nf.compare`` puts in its attrs besides the known ones (standard errors, intervals,
-    p-values as they are added), as (name, text) pairs."""
-    known = {"counts", "on", "scores", "labels", "summary", "verdict"}
-    return [[str(k), text_of(v, 2000)] for k, v in attrs.items() if k not in known]
+def _stats(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """``nf.compare``'s per-score statistics (``attrs["stats"]``: paired test, p-value, interval, verdict) as a
+    table, every field it gives."""
+    found = attrs.get("stats")
+    records = [r for r in found if isinstance(r, Mapping)] if isinstance(found, list) else []
+    table = _summary_table(records, [])
+    table["rows"] = [
+        [v if isinstance(v, int | float | None) else text_of(v, 500) for v in row] for row in table["rows"]
+    ]
+    return table
 
 
 class FrameSource:

@@ -99,16 +99,11 @@ class BatchProgressWidget:
         shows it then); the live explorer hides it, and a rule hides it beside a live bar (trusted notebooks)."""
         if not self._final:
             return '<div class="nbflow-batch-snap-pending"></div>'
-        from nbflow.widgets.explorer import static_html
         from nbflow.widgets.run_view import _hide_dead_widget
 
-        explorer = self.explorer
+        explorer = self.explorer  # (its own snapshot, by its method: the explorer module imports this one)
         ident = getattr(explorer, "snapshot_id", None) or _snapshot_id(self)
-        body = (
-            static_html(explorer._snapshot(), ident, hide_widget=False)
-            if explorer is not None and explorer._snapshot
-            else ""
-        )
+        body = explorer.snapshot_html(hide_widget=False) if explorer is not None else ""
         if not body and self._counts is not None:
             body = variant_bars(self._counts(), "nbflow-variants-snap")
         # beside a live bar (the kernel still has the widget), the snapshot is not needed

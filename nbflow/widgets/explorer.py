@@ -151,12 +151,13 @@ class ExplorerView(widgets.HBox):
             self._apply(dict(self.table.query))
             self.show(pos)
 
-    def snapshot_html(self) -> str:
+    def snapshot_html(self, hide_widget: bool = True) -> str:
         """The explorer as static HTML (bars, summary, the first rows with failures first): what a saved notebook,
-        nbconvert and GitHub show. Inline styles only (sanitizers drop ``<style>``)."""
+        nbconvert and GitHub show. Inline styles only (sanitizers drop ``<style>``). ``hide_widget=False``: for a
+        snapshot inside another (the batch display's), which hides the dead widget itself."""
         if self._snapshot is None:
             return ""
-        return static_html(self._snapshot(), self.snapshot_id)
+        return static_html(self._snapshot(), self.snapshot_id, hide_widget=hide_widget)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The static snapshot goes out first, as an output of its own (as the run view's), then the widget, whose

@@ -7,7 +7,7 @@ per graph). Every user action (a click on a node, a pick in the selector, Cancel
 *custom message* (``model.send`` in ``run_view.js`` -> ``_on_msg`` here). Custom messages are not held back
 by ipywidgets' per-model update throttle, which waits for a kernel ``idle`` that ipykernel never sends for
 messages handled while an async cell (``await flow.arun(...)``) holds the shell: with state sync only the
-first click of a view was ever handled there (NOTEBOOK-RUNTIME.md §7).
+first click of a view was ever handled there (measured with ipykernel 7.4 and ipywidgets 8.1).
 
 Redraws are coalesced to one per ``nbflow.config.redraw_interval``; the final state is always drawn.
 Events arrive on the loop that executes the run: the kernel's for ``await flow.arun``/``flow.start``, a

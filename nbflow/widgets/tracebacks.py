@@ -2,11 +2,14 @@
 
 IPython compiles each cell under a temporary file name (``/tmp/ipykernel_123/456.py``) and keeps the map
 from those names to execution counts (``get_ipython().compile._filename_map``). Frames from installed
-libraries (``site-packages``) and from Python itself are dimmed, so the user's own frames stand out.
+libraries (``site-packages``) and from Python itself are dimmed, so the user's own frames stand out, and
+named from their package (``nbflow/_engine/policy.py``, ``asyncio/tasks.py``): where a library is installed
+says nothing about the error, and a saved notebook should not carry the paths of the machine that ran it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import sysconfig
@@ -17,6 +20,24 @@ __all__ = ["cell_names", "traceback_html"]
 
 _FRAME = re.compile(r'^(\s*)File "(?P<file>[^"]+)", line (?P<line>\d+)(?P<rest>.*)$')
 _LIBS = tuple(p for p in {sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("stdlib"), sys.prefix} if p)
+# Where a library frame's name starts: the folder holding nbflow itself (an editable install too), then the
+# installed packages and the standard library; the longest match wins.
+_ROOTS = sorted(
+    {
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
+        *(p + os.sep for key in ("purelib", "platlib", "stdlib") if (p := sysconfig.get_paths().get(key))),
+    },
+    key=len,
+    reverse=True,
+)
+
+
+def short_file(file: str) -> str:
+    """A library frame's file named from its package (``nbflow/_engine/policy.py``); any other file as given."""
+    for root in _ROOTS:
+        if file.startswith(root):
+            return file[len(root) :]
+    return file
 
 
 def cell_names() -> dict[str, int]:
@@ -43,6 +64,7 @@ def traceback_html(text: str, cells: dict[str, int] | None = None) -> str:
             file = m.group("file")
             count = cells.get(file)
             dim = count is None and (file.startswith(_LIBS) or "site-packages" in file or file.startswith("<frozen"))
+            file = short_file(file)
             if count is not None:
                 where = f'{m.group(1)}<span class="nbflow-tb-cell">Cell In[{count}], line {m.group("line")}</span>'
             else:

@@ -226,7 +226,7 @@ per_variant[["rows", "failed", "correct_mean", "correct_ci_low", "correct_ci_hig
 # NBVAL_CHECK_OUTPUT
 diff = nf.compare(ab, "v1", "v2", by="template", scores="correct")
 print(diff.attrs["summary"])
-diff[["case_id", "question", "correct_a", "correct_b", "change"]].head(6)
+diff[["case_id", "question", "correct_v1", "correct_v2", "change"]].head(6)
 
 # %% [markdown]
 # The store keeps every experiment: list them, or load one back (after a restart too).
@@ -235,3 +235,107 @@ diff[["case_id", "question", "correct_a", "correct_b", "change"]].head(6)
 # NBVAL_CHECK_OUTPUT
 print(nf.experiments(db2)[["experiment", "flow", "rows", "succeeded", "failed", "notes", "cost"]].round(6).to_string())
 print(nf.load_batch(db2, "terse-vs-steps").shape)
+
+# %% [markdown]
+# ## Deciding: is v2 better than v1?
+#
+# Counting regressions is not a decision: with 60 cases, some differences are noise. The last step scores
+# both versions with the built-in scorers of `nbflow.scorers` and lets `nf.compare` run a paired test.
+#
+# * `scorers.numeric` — the last number in the answer is the expected one;
+# * `scorers.exact_match` — the answer is exactly the expected text;
+# * `scorers.model_graded` — an LLM judge grades each answer against the reference (C, P or I: 1, 0.5, 0).
+#   The judge is called through a `@flow.resource` client; here `nbflow.testing.ChatServer` plays the
+#   judge model (a real HTTP server speaking OpenAI's chat API, grading by a rule), so the notebook stays
+#   offline; point the client at a real API and nothing else changes. Its tokens and cost land in the
+#   row's `cost`, and its reasoning in `graded.explanation`.
+
+# %%
+import openai
+from nbflow import scorers
+from nbflow.testing import ChatServer
+
+def rule_judge(messages: list[dict]) -> str:
+    """Stands in for a judge model: C when the answer ends on the reference, P when it mentions it, else I."""
+    text = messages[-1]["content"]
+    reference = text.split("[Reference answer]\n")[1].split("\n")[0]
+    answer = text.split("[Answer to grade]\n")[1].split("\n\nCompare")[0]
+    numbers = re.findall(r"-?\d+", answer)
+    if numbers and numbers[-1] == reference:
+        return f"The answer ends on {reference}, the reference.\nGRADE: C"
+    if reference in answer:
+        return f"The answer mentions {reference} but ends on another number.\nGRADE: P"
+    return f"The answer does not give {reference}.\nGRADE: I"
+
+judge_server = ChatServer(answers=rule_judge).start()
+
+@versions.resource
+async def judge():
+    client = openai.AsyncOpenAI(base_url=judge_server.base_url, api_key=judge_server.api_key)
+    yield client
+    await client.close()
+
+scorers.numeric(versions, output="answer", target="expected", name="number")
+scorers.exact_match(versions, output="answer", target="expected", name="exact")
+scorers.model_graded(versions, output="answer", question="question", target="expected",
+                     client="judge", model="judge-small", price=(0.15, 0.60), name="graded")
+
+scored = versions.batch(cases, grid={"template": VERSIONS}, outputs=["answer", "number", "exact", "graded"],
+                        progress=False)
+scored[["case_id", "template", "answer", "graded", "graded.explanation"]].head(4)
+
+# %% [markdown]
+# Per variant, every score with its standard error and a 95% interval, counting a failed row (a timeout)
+# as a wrong answer (`failed_as=0`; `None` would leave failed rows out, and the output says which).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+decision_summary = nf.summarize(scored, scores=["number", "exact", "graded"], failed_as=0)
+print(decision_summary.attrs["summary"])
+decision_summary[["rows", "failed", "number_mean", "number_ci_low", "number_ci_high",
+                  "graded_mean", "graded_se", "graded_ci_low", "graded_ci_high", "graded_n"]]
+
+# %% [markdown]
+# `nf.compare` pairs the two versions case by case: McNemar's exact test for the pass/fail scores,
+# Wilcoxon's signed-rank test for the judge's graded score, a paired bootstrap interval of the mean
+# difference (seeded) and one line per score. The columns are named after the sides.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+decision = nf.compare(scored, "v1", "v2", by="template", scores=["number", "graded", "exact"], failed_as=0)
+for line in pd.DataFrame(decision.attrs["stats"])["verdict"]:
+    print(line)
+pd.DataFrame(decision.attrs["stats"])[["score", "n", "better", "worse", "tied", "diff", "ci_low", "ci_high",
+                                       "test", "p_value"]].round(4)
+
+# %% [markdown]
+# The plot: each version's mean with its 95% interval as error bars (matplotlib's `yerr` takes the
+# distances from the mean to the ends; the intervals never leave [0, 1] and always contain the mean).
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.5))
+scores_shown = ["number", "exact", "graded"]
+width = 0.38
+for i, version in enumerate(decision_summary.index):
+    row = decision_summary.loc[version]
+    means = [row[f"{s}_mean"] for s in scores_shown]
+    errors = [[row[f"{s}_mean"] - row[f"{s}_ci_low"] for s in scores_shown],
+              [row[f"{s}_ci_high"] - row[f"{s}_mean"] for s in scores_shown]]
+    ax.bar([x + (i - 0.5) * width for x in range(len(scores_shown))], means, width, yerr=errors, capsize=4,
+           label=version)
+ax.set_xticks(range(len(scores_shown)), scores_shown)
+ax.set_ylim(0, 1.05)
+ax.set_ylabel("mean score, 95% CI (failed = 0)")
+ax.set_title(decision.attrs["verdict"], fontsize=8)
+ax.legend()
+plt.tight_layout()
+plt.show()
+judge_server.stop()
+
+# %% [markdown]
+# **Decision: keep v1.** Asking for step-by-step reasoning (v2) does not make the answers more correct:
+# on the number and the judge's grade v2 is better on 2 cases and worse on 8 of 60, a difference McNemar's
+# test cannot tell from noise (p = 0.11; the interval of the difference, −0.2 to 0, holds no gain), while
+# v2 loses the exact-answer format on nearly every case and costs more tokens. v1's two timeouts count
+# as wrong answers here and it still comes out level. With a real model, run the same cells: the verdict
+# lines say which way the evidence points, and "no evidence of a difference" is an answer too.

@@ -60,8 +60,10 @@ def test_summary_with_explicit_columns_several_keys_and_no_key():
         "latency_p50",
         "latency_p95",
         "exact_mean",
+        "exact_se",  # (session 11: a standard error and the n of every score)
         "exact_ci_low",
         "exact_ci_high",
+        "exact_n",
     ]
     assert two.loc[("terse", 1), "failed"] == 1
     overall = nf.summarize(df, by=[], scores=["exact"])

@@ -30,8 +30,8 @@ def answer(question: str, prompt: str) -> str:
 
 
 @flow.node
-def score(answer: str) -> float:
-    return len(answer) % 7 / 7
+def score(answer: str) -> nf.Score:  # a value and an explanation (the explorer shows it on hover)
+    return nf.Score(len(answer) % 7 / 7, f"{len(answer)} characters")
 
 
 df = flow.batch([{"question": f"q{i}"} for i in range(20)], grid={"prompt": ["terse", "steps"]}, progress=False)
@@ -69,6 +69,10 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             explorer = page.locator(".nbflow-explorer").first
             expect(explorer.locator("tr.nbx-row").first).to_be_visible(timeout=90_000)
             expect(explorer.locator(".nbx-range")).to_have_text("1–40 of 40", **wait)
+            # a scorer's explanation: the column after its score, and the score cell's tooltip
+            expect(explorer.locator("th", has_text="score.explanation")).to_be_visible(**wait)
+            first_score = explorer.locator("tr.nbx-row").first.locator("td.nbx-col-score")
+            expect(first_score).to_have_attribute("title", "9 characters", **wait)
 
             # succeeded rows were not kept (keep="failed", no store): marked before any click, saying why
             kept_not = explorer.locator("tr.nbx-noopen").first
@@ -93,7 +97,8 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             explorer.locator("select.nbx-status").select_option("")
             explorer.locator("button.nbx-mode").click()
             expect(explorer.locator("th", has_text="terse: status")).to_be_visible(**wait)
-            expect(explorer.locator("th", has_text="steps: score")).to_be_visible(**wait)
+            expect(explorer.get_by_role("columnheader", name="steps: score", exact=True)).to_be_visible(**wait)
+            expect(explorer.locator("th", has_text="steps: score.explanation")).to_be_visible(**wait)
             expect(explorer.locator(".nbx-range")).to_have_text("1–20 of 20", **wait)
             # the change column (the point of comparing) is in view, inside the table's box, not cut off
             change = explorer.locator("th", has_text=": change").first
@@ -103,6 +108,7 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 1, (box, edge)
             for folder in folders:
                 explorer.screenshot(path=str(folder / "explorer_compare.png"))
+            expect(explorer.locator(".nbx-note")).to_contain_text("score: ", **wait)  # nf.compare's verdict
 
             # a paused row is answered inline
             paused = page.locator(".nbflow-explorer").nth(1)

@@ -66,3 +66,13 @@ def test_clicking_a_regression_opens_its_run(comm_log: list[Any]) -> None:
     assert view.table.selected == row["__pos"]
     (run,) = opened
     assert run.inputs["prompt"] == "terse" and run.inputs["q"] == 2 and run["score"] == 0.5
+
+
+def test_compare_mode_says_nf_compares_verdict(comm_log: list[Any]) -> None:
+    df = frame()
+    view = nf.explore(df)
+    assert view.table.note == ""  # rows mode: no verdict
+    view.table._handle_custom_msg({"type": "query", "mode": "compare", "page": 0}, [])
+    verdict = nf.compare(df, "steps", "terse", by="prompt").attrs["verdict"]
+    assert verdict.startswith("score: no evidence of a difference between terse and steps")
+    assert view.table.note == f"1 case regressed or newly failing vs 'steps' (listed first); {verdict}"

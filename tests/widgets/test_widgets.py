@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -912,6 +913,27 @@ def test_tracebacks_name_cells_like_ipython_and_dim_library_frames() -> None:
     assert "Cell In[5], line 12" in out and "/tmp/ipykernel_1/123.py" not in out
     assert 'nbflow-tb-frame nbflow-tb-lib">  File' in out  # the library frame is dimmed
     assert "ValueError: boom\nsecond line" in out  # line breaks kept
+
+
+def test_library_frames_are_named_from_their_package_not_the_machine() -> None:
+    import asyncio
+    import sysconfig
+
+    from nbflow.widgets.tracebacks import traceback_html
+
+    engine = Path(nf.__file__).parent / "_engine" / "policy.py"
+    stdlib = Path(asyncio.__file__).parent / "tasks.py"
+    text = (
+        "Traceback (most recent call last):\n"
+        f'  File "{engine}", line 138, in _attempt\n'
+        f'  File "{stdlib}", line 649, in sleep\n'
+        '  File "/home/me/project/helpers.py", line 3, in f\n'
+        "TimeoutError"
+    )
+    out = traceback_html(text, {})
+    assert '"nbflow/_engine/policy.py"' in out and '"asyncio/tasks.py"' in out
+    assert str(engine.parent.parent.parent) not in out and sysconfig.get_paths()["stdlib"] not in out
+    assert '"/home/me/project/helpers.py"' in out  # the user's own files keep their path
 
 
 async def test_the_timeline_lists_attempts_and_waits(comm_log: list[Any]) -> None:
