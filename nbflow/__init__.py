@@ -109,6 +109,7 @@ if TYPE_CHECKING:
     from nbflow._store.node_cache import NodeCache as NodeCache
     from nbflow._store.outputs import load as load
     from nbflow._store.stored_error import StoredError as StoredError
+    from nbflow._view.report import report as report
 del TYPE_CHECKING
 
 __version__ = "0.1.0"
@@ -123,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "CallError": "nbflow._core.calls",
     "record_call": "nbflow._core.calls",
     "stream": "nbflow._core.calls",
+    "report": "nbflow._view.report",
     "SYSTEM_CLOCK": "nbflow._core.clock",
     "Clock": "nbflow._core.clock",
     "FakeClock": "nbflow._core.clock",
@@ -311,6 +313,7 @@ __all__ = [
     "optional",
     "record_call",
     "recorded",
+    "report",
     "stream",
     "summarize",
     "usage",

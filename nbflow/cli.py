@@ -194,6 +194,29 @@ def _parser() -> argparse.ArgumentParser:
     values(z)
     z.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
     tracing(z)
+
+    v = sub.add_parser(
+        "view",
+        help="browse stores' experiments in a local web page (read-only)",
+        description="Serve a read-only viewer of the stores' experiments on 127.0.0.1 (a free port, a token per "
+        "start) and open it in the browser: experiments, one experiment's summary and rows, comparisons, a row's "
+        "graph and node details. Ctrl-C stops it.",
+    )
+    v.add_argument("stores", nargs="+", metavar="RUNS.db")
+    v.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    v.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1; others warn)")
+    v.add_argument("--no-browser", action="store_true", help="print the URL only")
+
+    o = sub.add_parser(
+        "report",
+        help="write one experiment (or a comparison) as one self-contained HTML file",
+        description="Write an experiment of a store as one HTML file (no network, no server: data and scripts "
+        "inline), with --vs the comparison of two experiments.",
+    )
+    o.add_argument("store", metavar="RUNS.db")
+    o.add_argument("experiment", metavar="EXPERIMENT")
+    o.add_argument("--vs", metavar="OTHER", help="another experiment of the store to compare with")
+    o.add_argument("-o", "--output", metavar="REPORT.html", default="report.html", help="where to write it")
     return p
 
 
@@ -210,7 +233,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             provider = otlp_provider(args.otlp_endpoint)
             config.trace = provider
-        command = {"run": _run, "batch": _batch, "show": _show, "resume": _resume, "gc": _gc}[args.command]
+        command = {
+            "run": _run,
+            "batch": _batch,
+            "show": _show,
+            "resume": _resume,
+            "gc": _gc,
+            "view": _view,
+            "report": _report,
+        }[args.command]
         return int(command(args, out, err))
     except _SourceError as exc:
         err.print(f"nbflow {args.command}: error: {gate(str(exc))}", style="red", markup=False, highlight=False)
@@ -255,6 +286,37 @@ def _scrub(text: str, args: argparse.Namespace) -> str:
         name, sep, var = item.partition("=")
         given[name] = os.environ.get(var if sep else name, "")
     return Redactor(secret_texts(given))(text)
+
+
+# --- nbflow view / nbflow report ------------------------------------------------------------------
+def _view(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import warnings
+
+    from nbflow._view.server import serve
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            viewer = serve(args.stores, host=args.host, port=args.port, browser=not args.no_browser)
+        except OSError as exc:
+            err.print(f"nbflow view: error: cannot listen on {args.host}:{args.port}: {exc}", style="red", markup=False)
+            return USAGE
+    for w in caught:
+        err.print(f"warning: {w.message}", style="yellow", markup=False, highlight=False)
+    try:
+        viewer.serve_forever()
+    except KeyboardInterrupt:
+        err.print("nbflow view: stopped", markup=False)
+    return 0
+
+
+def _report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from nbflow._view.report import report_store
+
+    path = report_store([args.store], args.experiment, args.output, vs=args.vs)
+    size = path.stat().st_size
+    out.print(f"wrote {path} ({size / 1e6:.2f} MB)", markup=False, highlight=False)
+    return 0
 
 
 # --- nbflow run ------------------------------------------------------------------------------------

@@ -101,6 +101,7 @@ EXPECTED = {
     "record_call",
     "recorded",
     "stream",
+    "report",
     "summarize",
     "usage",
 }

@@ -3,8 +3,8 @@
 An experiment is a batch row of the store (``batches.meta``): its name (``experiment=``, default the
 batch id), notes, the flow and its fingerprint, grid keys, variant names and values, outputs,
 repeats, when it started and ended, row counts per status, the per-variant summary
-(``nf.summarize``), why it stopped early, the cool-downs it took, and which changed nodes made a
-resume re-run rows. It is written when the batch begins and updated when it ends (also when it is
+(``nf.summarize``), why it stopped early, the cool-downs it took, which changed nodes made a
+resume re-run rows, and the flow's picture as plain data (``graph``: ``nbflow._show.draw.graph_shape``). It is written when the batch begins and updated when it ends (also when it is
 interrupted: the finished rows and counts are kept).
 """
 
@@ -44,6 +44,12 @@ def experiment_meta(state: State) -> dict[str, Any]:
     }
     if opts.notes is not None:
         meta["notes"] = opts.notes
+    try:  # the flow's picture as data: `nbflow view` / `nbflow report` draw it without the flow's code
+        from nbflow._show.draw import graph_shape
+
+        meta["graph"] = graph_shape(state.flow.graph)
+    except Exception:  # a picture must never stop a batch (the viewer then lists the nodes)
+        pass
     return meta
 
 

@@ -4,8 +4,9 @@ Per-variant status bars; a paged table (50 rows a page, sent as data, not as one
 fast at 10,000 rows) filtered by status and variant and sorted by latency or any numeric output
 (a score); clicking a row opens its run view beside the table (the row's run must have been kept:
 ``keep=``, or ``store=``); "compare variants" shows each case once with every variant's outputs and
-status side by side, and ``nf.compare``'s verdict in its note; a scorer's explanation (``nf.Score``)
-follows its score; paused rows get their answer buttons inline. The DataFrame's own repr is untouched.
+status side by side, each variant's change against the chosen baseline (default: the first name) and
+``nf.compare``'s verdict in its note; a scorer's explanation (``nf.Score``) follows its score; paused rows get
+their answer buttons inline. The DataFrame's own repr is untouched.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from nbflow._batch.cases import STATUS_COLUMNS
 from nbflow._batch.columns import REUSED_COLUMN
 from nbflow._batch.compare import classify, compare
 from nbflow._batch.rows import QUESTION_COLUMNS
-from nbflow._batch.runs import NbflowAccessor
+from nbflow._batch.runs import NbflowAccessor, unopenable
 from nbflow._batch.save import frame_secrets
 from nbflow._batch.variants import MASK, count_by_variant, short, variant_labels
 from nbflow._core.errors import BatchError
@@ -26,7 +27,7 @@ from nbflow._core.secrets import Redactor, Secret, is_secret_name
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PAGE", "explore", "query"]
+__all__ = ["PAGE", "SNAPSHOT_ROWS", "explore", "query", "snapshot_state"]
 
 PAGE = 50
 
@@ -53,26 +54,63 @@ def explore(frame: pd.DataFrame) -> Any:
         run = accessor._run_of(frame.iloc[pos], frame.index[pos])
         flow_of(run).answer(frame, {frame.index[pos]: _unmasked(run, value, redact)})
 
-    verdicts: list[str] = []  # compare mode's verdict line (nf.compare), computed on first use
+    verdicts: dict[str, str] = {}  # compare mode's verdict line (nf.compare) per baseline, computed on first use
 
     def state(request: dict[str, Any]) -> dict[str, Any]:
         out = query(frame, request, redact)
         if out["query"]["mode"] == "compare":
-            if not verdicts:
-                verdicts.append(_verdict(frame))
-            out["note"] = "; ".join(n for n in (out["note"], verdicts[0]) if n)
+            base = str(out["query"].get("baseline") or "")
+            if base not in verdicts:
+                verdicts[base] = _verdict(frame, base)
+            out["note"] = "; ".join(n for n in (out["note"], verdicts[base]) if n)
         return out
 
     # The state goes through the redactor once more as a whole: nothing the browser gets holds a secret.
-    return ExplorerView(lambda request: redact.scrub(state(request)), open_row, answer, static, size=len(frame))
+    return ExplorerView(
+        lambda request: redact.scrub(state(request)),
+        open_row,
+        answer,
+        static,
+        size=len(frame),
+        snapshot=lambda: redact.scrub(snapshot_state(frame, redact)),
+    )
+
+
+SNAPSHOT_ROWS = 50  # rows a saved notebook's static snapshot of the explorer lists (problems first)
+
+
+def snapshot_state(frame: pd.DataFrame, redact: Redactor | None = None) -> dict[str, Any]:
+    """What the explorer's static snapshot shows (saved notebooks, nbconvert): the per-variant bars, the summary
+    (``nf.summarize``) and up to ``SNAPSHOT_ROWS`` rows, the failed and paused ones first, from ``query``'s rows."""
+    from nbflow._batch.summary import summarize
+
+    statuses = frame["status"].astype(str).tolist()
+    problems = [p for p, s in enumerate(statuses) if s in ("failed", "paused")]
+    rest = [p for p, s in enumerate(statuses) if s not in ("failed", "paused")]
+    positions = (problems + rest)[:SNAPSHOT_ROWS]
+    rows, columns = _rows(frame, positions, redact)
+    try:
+        table = summarize(frame)
+        summary = [{str(k): v for k, v in rec.items()} for rec in table.reset_index().to_dict("records")]
+    except Exception:  # a snapshot must never break the display
+        summary = []
+    return {
+        "progress": _progress(frame, _variant_labels(frame, redact)),
+        "columns": columns,
+        "rows": rows,
+        "total": len(frame),
+        "problems": len(problems),
+        "summary": summary,
+    }
 
 
 _VERDICT_MAX_ROWS = 20_000  # (a paired bootstrap per score: past this, compare mode opens without it)
 
 
-def _verdict(frame: pd.DataFrame) -> str:
-    """nf.compare's verdict for the explorer's compare mode: each variant against the first by name (the
-    explorer's base), for a batch with one grid key that is not secret-named; "" when it does not apply."""
+def _verdict(frame: pd.DataFrame, baseline: str = "") -> str:
+    """nf.compare's verdict for the explorer's compare mode: each variant against the baseline (the explorer's
+    choice, else the first by name), for a batch with one grid key that is not secret-named; "" when it does
+    not apply."""
     keys = [k for k in frame.attrs.get("grid") or [] if k in frame.columns]
     if len(keys) != 1 or is_secret_name(keys[0]) or len(frame) > _VERDICT_MAX_ROWS:
         return ""
@@ -80,10 +118,12 @@ def _verdict(frame: pd.DataFrame) -> str:
     names = sorted(frame[key].dropna().unique().tolist(), key=str)
     if len(names) < 2:
         return ""
+    base = next((n for n in names if str(n) == baseline), names[0])
     try:
         if len(names) == 2:
-            return str(compare(frame, names[0], names[1], by=key).attrs["verdict"])
-        return str(compare(frame, by=key, baseline=names[0]).attrs["verdict"])
+            other = next(n for n in names if n is not base)
+            return str(compare(frame, base, other, by=key).attrs["verdict"])
+        return str(compare(frame, by=key, baseline=base).attrs["verdict"])
     except BatchError:  # no score column, cases that do not pair: the table still shows the cases
         return ""
 
@@ -162,9 +202,12 @@ def query(frame: pd.DataFrame, request: dict[str, Any], redact: Redactor | None 
             positions = present + missing
     progress = _progress(frame, variants)
     note = ""
+    names = sorted(set(variants)) if variants is not None else []
+    baseline = str(request.get("baseline") or "")
+    baseline = baseline if baseline in names else (names[0] if names else "")
     if mode == "compare" and variants is not None:
-        rows, columns = _compare(frame, positions, variants, redact)
-        rows, note = _regressions(rows, columns, bool(request.get("regressions")), sorted(set(variants))[0])
+        rows, columns = _compare(frame, positions, variants, redact, baseline)
+        rows, note = _regressions(rows, columns, bool(request.get("regressions")), baseline)
     else:
         rows, columns = _rows(frame, positions, redact)
     total = len(rows)
@@ -184,6 +227,7 @@ def query(frame: pd.DataFrame, request: dict[str, Any], redact: Redactor | None 
             "page": page,
             "mode": mode,
             "regressions": bool(request.get("regressions")),
+            "baseline": baseline,
         },
         "note": note if total else (note + "; " if note else "") + "no rows match",
     }
@@ -207,10 +251,14 @@ def _rows(
     if REUSED_COLUMN in data:
         data[REUSED_COLUMN] = [", ".join(v) if isinstance(v, list | tuple) else v for v in data[REUSED_COLUMN]]
     options = frame["question_options"].tolist() if "question_options" in frame.columns else None
+    run_ids = frame["run_id"].tolist() if "run_id" in frame.columns else [None] * len(frame)
     rows = []
     for p in positions:
         row: dict[str, Any] = {c: _cell(c, data[c][p], redact) for c in columns}
         row["__pos"] = p
+        blocked = unopenable(frame, run_ids[p], str(data["status"][p]))
+        if blocked is not None:  # marked before it is clicked (a lock, and the reason as its tooltip)
+            row["__blocked"] = blocked
         if options is not None and data["status"][p] == "paused" and isinstance(options[p], list):
             row["__options"] = [redact(str(o)) if redact else str(o) for o in options[p]]
         rows.append(row)
@@ -218,7 +266,11 @@ def _rows(
 
 
 def _compare(
-    frame: pd.DataFrame, positions: list[int], variants: list[str], redact: Redactor | None = None
+    frame: pd.DataFrame,
+    positions: list[int],
+    variants: list[str],
+    redact: Redactor | None = None,
+    baseline: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     scores = [o for o in frame.attrs.get("outputs") or [] if o in frame.columns]
     # each output with its scorer explanation ("<node>.explanation"), which is no case column
@@ -233,9 +285,9 @@ def _compare(
         and c not in QUESTION_COLUMNS
         and c != REUSED_COLUMN
     ]
-    names = sorted(set(variants))
+    base = baseline if baseline in set(variants) else sorted(set(variants))[0]
+    names = [base, *sorted(set(variants) - {base})]  # the baseline first: every other variant is compared with it
     score = next((c for c in _numeric(frame) if c != "latency"), None)
-    base = names[0]
     changes = [f"{v}: change" for v in names[1:]] if score is not None else []
     columns = [*case_cols, *[f"{v}: {c}" for v in names for c in (*outputs, "status")], *changes]
     cases: dict[tuple[str, ...], dict[str, Any]] = {}

@@ -158,6 +158,28 @@ def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
     return _from_store(store, run_id) if store else None
 
 
+def unopenable(frame: pd.DataFrame, run_id: Any, status: str) -> str | None:
+    """Why a row's run cannot be opened (``df.nbflow.run``, the explorer), known without loading it; None when
+    it can (held in memory, or written to the batch's store by its keep policy)."""
+    if not isinstance(run_id, str):
+        return "this row never started: it has no run"
+    archive = frame.attrs.get("nbflow_runs")
+    if isinstance(archive, str) and not isinstance(archive, RunArchive):
+        archive = _ARCHIVES.get(archive)
+    archive = archive if isinstance(archive, RunArchive) else _ARCHIVES.get(run_id.rsplit("-", 1)[0])
+    if archive is None:
+        return (
+            None
+            if frame.attrs.get("store")
+            else "its run is not in this process (a new kernel, or a frame from a file)"
+        )
+    if run_id in archive.runs or (archive.store and archive.wants(status)):
+        return None
+    if not archive.wants(status):
+        return f"not kept (keep={archive.policy!r}); run the batch with keep='all' or store='runs.db'"
+    return f"not kept in memory (at most {archive.limit} runs); run the batch with store='runs.db'"
+
+
 def _from_store(store: str, run_id: str) -> Run | None:
     from nbflow._core.errors import StoreError
     from nbflow._store.checkpoint import load_run

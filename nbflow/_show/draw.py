@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import NbflowWarning
@@ -14,7 +17,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["STATE_COLORS", "count_nodes", "mimebundle", "text_graph", "to_dot"]
+__all__ = ["STATE_COLORS", "SYMBOLS", "count_nodes", "graph_shape", "mimebundle", "shape_svg", "text_graph", "to_dot"]
 
 # fill, border: readable on light and dark themes; failed must stand out.
 STATE_COLORS: dict[NodeStatus, tuple[str, str]] = {
@@ -27,6 +30,17 @@ STATE_COLORS: dict[NodeStatus, tuple[str, str]] = {
     NodeStatus.CANCELLED: ("#ffe8cc", "#d9480f"),
 }
 _INPUT_COLOR = ("#e7f5ff", "#1971c2")
+# One symbol per state beside its colour (told apart without colour vision too); widgets/style.py and the
+# viewer's pages (nbflow/_front) show the same.
+SYMBOLS: dict[str, str] = {
+    "pending": "○",
+    "running": "▶",
+    "paused": "‖",  # U+2016: in the common fonts (U+23F8 is not, and showed as a box)
+    "succeeded": "✓",
+    "failed": "✗",
+    "skipped": "–",
+    "cancelled": "⊘",
+}
 
 _warned = False
 
@@ -55,6 +69,12 @@ def to_dot(graph: Graph, run: Run | None = None, collapsed: frozenset[str] = fro
     dot = graphviz.Digraph(graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "bgcolor": "transparent"})
     dot.attr("node", fontname="Helvetica", fontsize="11")
     dot.attr("edge", fontname="Helvetica", fontsize="9", color="#868e96")
+    _draw_graph(dot, graph, run, collapsed)
+    return dot
+
+
+def _draw_graph(dot: Any, graph: Graph, run: Run | None, collapsed: frozenset[str]) -> None:
+    """What ``to_dot`` draws, onto ``dot`` (a ``graphviz.Digraph``, or ``_Recorder`` for ``graph_shape``)."""
     if graph.inputs:
         with dot.subgraph(name="cluster_inputs") as inputs:
             inputs.attr(label="inputs", style="dashed", color="#adb5bd", fontcolor="#868e96", fontsize="10")
@@ -75,7 +95,115 @@ def to_dot(graph: Graph, run: Run | None = None, collapsed: frozenset[str] = fro
     for src, dst, attrs in edges:  # at the top level: an edge inside a cluster would pull its ends in
         dot.edge(src, dst, **attrs)
     _draw_resources(dot, graph)
-    return dot
+
+
+class _Recorder:
+    """Stands in for a ``graphviz.Digraph``: what ``to_dot`` draws, recorded as plain data (``graph_shape``)."""
+
+    def __init__(self, shape: dict[str, Any], cluster: int | None = None) -> None:
+        self.shape, self.cluster = shape, cluster
+
+    def attr(self, *args: Any, **attrs: Any) -> None:
+        if self.cluster is not None and not args:
+            self.shape["clusters"][self.cluster]["label"] = str(attrs.get("label", ""))
+
+    def node(self, name: str, label: str | None = None, **attrs: Any) -> None:
+        kind = (
+            "input"
+            if "nbflow-input" in attrs.get("class", "")
+            else "resource"
+            if name.startswith("resource__")
+            else "node"
+        )
+        entry: dict[str, Any] = {"id": name, "label": label or name, "kind": kind, "cluster": self.cluster}
+        entry.update({k: str(attrs[k]) for k in ("shape", "style", "tooltip") if k in attrs})
+        self.shape["nodes"].append(entry)
+
+    def edge(self, src: str, dst: str, **attrs: Any) -> None:
+        self.shape["edges"].append([src, dst, {k: str(v) for k, v in attrs.items()}])
+
+    @contextmanager
+    def subgraph(self, name: str) -> Iterator[_Recorder]:
+        self.shape["clusters"].append({"name": name, "label": "", "parent": self.cluster})
+        yield _Recorder(self.shape, len(self.shape["clusters"]) - 1)
+
+
+def graph_shape(graph: Graph) -> dict[str, Any]:
+    """The flow's picture as plain JSON data (nodes, clusters, edges; no code, no states): what a batch store
+    records with its experiment, so ``nbflow view`` and ``nbflow report`` draw the graph (``shape_svg``)
+    without the flow's code."""
+    shape: dict[str, Any] = {"name": graph.name, "nodes": [], "clusters": [], "edges": []}
+    _draw_graph(_Recorder(shape), graph, None, frozenset())
+    return shape
+
+
+_SHAPES = frozenset({"box", "box3d", "hexagon", "ellipse"})
+_STYLES = frozenset({"filled", "rounded,filled", "dashed", "dotted", "solid", "bold", "rounded,dashed"})
+_ARROWS = frozenset({"none", "normal"})
+_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
+
+
+def shape_svg(shape: Mapping[str, Any]) -> str | None:
+    """``graph_shape``'s data laid out by Graphviz as SVG, every node pending (``nbflow-node nbflow-pending``,
+    id ``node-<name>``; a page recolours them by state), or None without ``dot``. The data may come from a
+    file someone else wrote: only known attribute values are used, and every text is given to Graphviz as
+    plain text (never an HTML-like label), which escapes it in the SVG."""
+    if not has_dot():
+        return None
+    import graphviz
+
+    dot = graphviz.Digraph("flow", graph_attr={"rankdir": "TB", "fontname": "Helvetica", "bgcolor": "transparent"})
+    dot.attr("node", fontname="Helvetica", fontsize="11")
+    dot.attr("edge", fontname="Helvetica", fontsize="9", color="#868e96")
+    text = graphviz.nohtml
+    clusters = list(shape.get("clusters") or [])
+    members: dict[int | None, list[dict[str, Any]]] = {}
+    for node in shape.get("nodes") or []:
+        members.setdefault(node.get("cluster"), []).append(node)
+
+    def fill(target: Any, cluster: int | None) -> None:
+        for node in members.get(cluster, []):
+            name, kind = str(node.get("id")), node.get("kind")
+            label = str(node.get("label") or name)
+            attrs = {
+                "shape": node.get("shape") if node.get("shape") in _SHAPES else "box",
+                "style": node.get("style") if node.get("style") in _STYLES else "filled",
+                "tooltip": text(str(node.get("tooltip") or "")[:200]),
+            }
+            if kind == "node":
+                label += f"\n{SYMBOLS['pending']} pending"
+                attrs.update(
+                    fillcolor="#ffffff", color="#495057", id=node_id(name), **{"class": "nbflow-node nbflow-pending"}
+                )
+            else:
+                attrs.update(fillcolor="#e7f5ff" if kind == "input" else "#f1f3f5", color="#868e96")
+            target.node(text(name), text(label), **attrs)
+        for i, c in enumerate(clusters):
+            if c.get("parent") == cluster:
+                with target.subgraph(name=f"cluster_{i}") as sub:
+                    sub.attr(
+                        label=text(str(c.get("label") or "")), style="rounded,dashed", color="#adb5bd", fontsize="10"
+                    )
+                    fill(sub, i)
+
+    fill(dot, None)
+    for src, dst, attrs in shape.get("edges") or []:
+        kept = {
+            "label": text(str(attrs.get("label") or "")),
+            "style": attrs.get("style") if attrs.get("style") in _STYLES else "solid",
+            "arrowhead": attrs.get("arrowhead") if attrs.get("arrowhead") in _ARROWS else "normal",
+        }
+        for key in ("color", "fontcolor"):
+            if _COLOR.fullmatch(str(attrs.get(key, ""))):
+                kept[key] = str(attrs[key])
+        if attrs.get("constraint") == "false":
+            kept["constraint"] = "false"
+        dot.edge(text(str(src)), text(str(dst)), **kept)
+    try:
+        svg = dot.pipe(format="svg", encoding="utf-8")
+    except Exception:  # a broken Graphviz: the page lists the nodes instead
+        return None
+    return svg[max(svg.find("<svg"), 0) :]
 
 
 def _draw_resources(dot: Any, graph: Graph) -> None:

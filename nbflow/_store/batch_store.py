@@ -237,11 +237,13 @@ class BatchStore:
         timeout: float = 5.0,
         lock_wait: float = 30.0,
         allow_pickle: bool = False,
+        read_only: bool = False,
     ) -> None:
         """``timeout``: SQLite's wait for a lock per try; ``lock_wait``: how long a row write keeps
         retrying a locked file in all before it fails (the batch then stops, see docs/batch.md).
         ``allow_pickle=True``: unpickle values that carry no valid tag of your store key (a file
-        someone else wrote, or nbflow 0.1's) - only for a file you trust."""
+        someone else wrote, or nbflow 0.1's) - only for a file you trust. ``read_only=True``: the file is
+        opened ``mode=ro`` (SQLite refuses every write; what another process writes meanwhile is read)."""
         self.path = os.fspath(path)
         self.allow_pickle = allow_pickle
         self.timeout = timeout
@@ -258,7 +260,11 @@ class BatchStore:
         self._stale: set[str] = set()  # batches to refresh before their next write
         self._seen: int | None = None
         self._last = 0  # the highest rowid this connection wrote (valid while ``_seen`` is: no other writer since)
-        self._db = open_db(self.path, timeout=timeout)
+        self._db = open_db(self.path, timeout=timeout, read_only=read_only)
+        if read_only:
+            self._check_read_only()
+            self.identity = FileIdentity(self.path)
+            return
         try:
             self._db.execute("CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
@@ -286,6 +292,22 @@ class BatchStore:
                 f"use a matching nbflow version or a new store file"
             )
         self.identity = FileIdentity(self.path)
+
+    def _check_read_only(self) -> None:
+        """A store opened ``read_only``: its version must be one this nbflow reads as it is (nothing migrates)."""
+        try:
+            found = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
+        except sqlite3.Error as exc:
+            self._db.close()
+            if "no such table" in str(exc):
+                raise StoreError(f"{self.path!r} holds no nbflow batches (no batch written to it yet)") from None
+            raise store_error(exc, self.path, self.timeout) from None
+        if found is None or found[0] not in ("2", str(SCHEMA_VERSION)):
+            self._db.close()
+            raise StoreError(
+                f"store {self.path!r} has batch schema version {found[0] if found else '(none)'}; this nbflow reads "
+                f"versions 2 and {SCHEMA_VERSION} read-only (open it once writable to migrate it)"
+            )
 
     # --- batches -----------------------------------------------------------------------------------
     def batch_info(self, batch_id: str) -> dict[str, Any] | None:
@@ -680,6 +702,36 @@ class BatchStore:
         StoreError, or is left out with ``skip_unreadable=True`` (its index is in ``self.unreadable``).
         """
         return {r.index: r for r in self.stored_rows(batch_id, unpickle=unpickle, skip_unreadable=skip_unreadable)}
+
+    def rows_page(
+        self,
+        batch_id: str,
+        *,
+        where: Iterable[tuple[str, tuple[Any, ...]]] = (),
+        order: str = "row_index, finished_at",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[int, list[StoredRow]]:
+        """One page of a batch's finished rows and how many match, without reading the others (a viewer's page of
+        a 100,000-row batch). ``where``: SQL conditions with their parameters over the columns of ``batch_rows``
+        (``data`` through SQLite's ``json_extract``), written by nbflow, never by a user; ``order`` likewise.
+        Pickled values are never unpickled (an opaque marker, as ``unpickle=False``)."""
+        conditions = ["batch_id = ?", *(c for c, _ in where)]
+        params: list[Any] = [batch_id, *(p for _, ps in where for p in ps)]
+        sql = " AND ".join(conditions)
+        total = self._db.execute(f"SELECT COUNT(*) FROM batch_rows WHERE {sql}", params).fetchone()[0]
+        out = []
+        for index, run_id, status, finished_at, text, key in self._db.execute(
+            f"SELECT row_index, run_id, status, finished_at, data, case_key FROM batch_rows WHERE {sql} "
+            f"ORDER BY {order} LIMIT ? OFFSET ?",
+            [*params, int(limit), int(offset)],
+        ):
+            try:
+                data = {k: _decode(v, False) for k, v in json.loads(text).items()}
+            except Exception as exc:  # a row the viewer cannot read is shown as such, never raised mid-page
+                data = {"status": status, "error_message": f"(unreadable stored row: {type(exc).__name__})"}
+            out.append(StoredRow(index, run_id, status, finished_at, data, key))
+        return int(total), out
 
     def row_key(self, batch_id: str, run_id: str) -> tuple[str, int, str | None] | None:
         """(content key, row index, fingerprint id) of the stored row that ``run_id`` wrote, if any."""

@@ -54,7 +54,7 @@ from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
-from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps
+from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps, peek
 from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 from nbflow._store.values import REF, Shared, Values, is_ref, shared_value
@@ -63,7 +63,15 @@ from nbflow._store.values import SCHEMA as _VALUES_SCHEMA
 if TYPE_CHECKING:
     from nbflow._record.run import NodeRecord, Run
 
-__all__ = ["CheckpointStore", "ensure_schema", "load_run", "open_store", "write_whole_run", "write_whole_runs"]
+__all__ = [
+    "CheckpointStore",
+    "ensure_schema",
+    "load_run",
+    "open_store",
+    "peek_run",
+    "write_whole_run",
+    "write_whole_runs",
+]
 
 # 2: checkpoint_runs.record (one blob holding the node records of a whole run).
 # 3: a record may also be a run's compact record (``_compact_record``: the run's header in it too, its header
@@ -1054,6 +1062,75 @@ def _who(owner: str | None) -> str:
 
 def _as_is(value: Any) -> Any:
     return value
+
+
+def peek_run(db: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    """A stored run as plain data, read without unpickling anything (``pickling.peek``: a pickled value is a
+    marker) and without building a ``Run``: what a viewer shows. ``{"status", "reason", "started_at",
+    "finished_at", "inputs", "nodes": [{"name", "status", "output", "error_type", "error_message", "traceback",
+    "skip_reason", "started_at", "finished_at", "attempts", "inputs"}], "questions": [...]}``; None if the
+    file holds no such run (or no checkpoint tables). ``output`` is None unless the node succeeded."""
+    try:
+        record_column = "record" if _has_column(db, "checkpoint_runs", "record") else "NULL"
+        head = db.execute(
+            f"SELECT status, inputs, reason, started_at, finished_at, {record_column} FROM checkpoint_runs "
+            "WHERE run_id=?",
+            (run_id,),
+        ).fetchone()
+    except sqlite3.OperationalError:  # no checkpoint tables: no run was ever written
+        return None
+    if head is None:
+        return None
+    status, inputs, reason, started_at, finished_at, blob = head
+    record: Any = peek(blob) if blob is not None else None
+    if type(record) is tuple:
+        rows = _compact_nodes(record)
+        inputs, started_at, finished_at, reason = record[1], record[11], record[12], record[13]
+    elif isinstance(record, dict):
+        rows = [(*node[:9], None, dict(zip(_DETAIL, node[9], strict=True))) for node in record["nodes"]]
+        inputs = record["inputs"]
+    else:
+        rows = [
+            (*r[:9], None, peek(r[9]))
+            for r in db.execute(
+                "SELECT node, status, output, error_type, error_message, traceback, reason, started_at, "
+                "finished_at, detail FROM checkpoint_nodes WHERE run_id=?",
+                (run_id,),
+            )
+        ]
+        rows = [(*r[:2], peek(r[2]) if record is None else r[2], *r[3:]) for r in rows]
+        inputs = peek(inputs) if inputs is not None else {}
+    nodes = []
+    for name, st, output, etype, emsg, tb, skip, t0, t1, _state, detail in rows:
+        detail = detail if isinstance(detail, dict) else {}
+        nodes.append(
+            {
+                "name": name,
+                "status": st,
+                "output": output if st == "succeeded" else None,
+                "error_type": etype,
+                "error_message": emsg,
+                "traceback": tb,
+                "skip_reason": skip,
+                "started_at": t0,
+                "finished_at": t1,
+                "attempts": detail.get("attempts") or [],
+                "inputs": detail.get("inputs") or {},
+                "more": {k: v for k, v in detail.items() if k not in _DETAIL},  # what later versions record
+            }
+        )
+    questions = [
+        peek(q) for (q,) in db.execute("SELECT question FROM checkpoint_questions WHERE run_id=? AND open=1", (run_id,))
+    ]
+    return {
+        "status": status,
+        "reason": reason,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "inputs": inputs if isinstance(inputs, dict) else {},
+        "nodes": nodes,
+        "questions": questions,
+    }
 
 
 def _record(name: str) -> NodeRecord:

@@ -299,3 +299,18 @@ def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
         if not allow_pickle:
             raise UntrustedData(f"a stored value is an unsigned pickle. {HOW_TO_TRUST}")
     return _Unpickler(io.BytesIO(body)).load()
+
+
+NOT_OPENED = "<pickled value: not opened (a viewer never unpickles)>"
+
+
+def peek(data: bytes | None) -> Any:
+    """A stored value read without ever unpickling (what a viewer shows): JSON, built-in data (``core_bytes``,
+    restricted: no class is looked up) and plain data (``plain.py``) are decoded; a pickle, signed or not, is
+    ``NOT_OPENED``, whoever's key signed it. None for None."""
+    if data is None:
+        return None
+    data = bytes(data)
+    if data[:4] in (_JSON, _CORE, _PLAIN):
+        return loads(data)
+    return NOT_OPENED

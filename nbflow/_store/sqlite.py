@@ -153,14 +153,19 @@ class StoreConnection(sqlite3.Connection):
         return self.cursor().executescript(sql_script)
 
 
-def open_db(path: str | os.PathLike[str], timeout: float = 5.0) -> sqlite3.Connection:
+def open_db(path: str | os.PathLike[str], timeout: float = 5.0, *, read_only: bool = False) -> sqlite3.Connection:
     """A connection in WAL mode (autocommit; use ``Transaction``); StoreError if the file is unusable.
 
     A store that cannot be written (a read-only file, folder or disk: SQLite cannot make the ``-shm``
     file WAL mode needs) is opened read-only and immutable (``?mode=ro&immutable=1``): it reads, and a
     write raises ReadOnlyStore saying so.
+
+    ``read_only=True``: opened ``?mode=ro`` whatever the permissions (a viewer: SQLite refuses every write;
+    not immutable, so it reads what another process is writing); StoreError if there is no file.
     """
     shown = os.fspath(path)
+    if read_only:
+        return _open_read_only(shown, timeout, live=True)
     try:
         db = sqlite3.connect(
             shown, timeout=timeout, check_same_thread=False, isolation_level=None, factory=StoreConnection
@@ -188,18 +193,20 @@ def _cannot_write(path: str) -> bool:
     return os.path.isfile(path) and not (os.access(path, os.W_OK) and os.access(folder, os.W_OK))
 
 
-def _open_read_only(path: str, timeout: float) -> sqlite3.Connection:
+def _open_read_only(path: str, timeout: float, live: bool = False) -> sqlite3.Connection:
     from pathlib import Path
 
+    if live and not os.path.isfile(path):
+        raise StoreError(f"no store at {path!r}; give the path a batch was run with (store=...)")
     wal = path + "-wal"
-    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+    if not live and os.path.exists(wal) and os.path.getsize(wal) > 0:
         # Immutable mode would ignore what the log holds (recent rows): refuse rather than read too little.
         raise ReadOnlyStore(
             f"store {path!r} cannot be written, and its write-ahead log {wal!r} still holds changes that SQLite "
             f"can only read by creating {path + '-shm'!r} next to it. Copy the store and its -wal file to a "
             f"writable folder and open the copy (or open it once where it is writable, which folds the log in)"
         )
-    uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+    uri = Path(path).resolve().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
     try:
         db = sqlite3.connect(
             uri, uri=True, timeout=timeout, check_same_thread=False, isolation_level=None, factory=StoreConnection

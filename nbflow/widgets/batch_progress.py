@@ -42,6 +42,8 @@ class BatchProgressWidget:
         self._text = "starting..."
         self._displayed = False
         self._handle: Any = None
+        self._snapshots: list[Any] = []  # the static snapshots shown (one per display), filled when the batch ends
+        self._final = False
         if state is not None:
             self.update(state)
         if display:
@@ -79,13 +81,51 @@ class BatchProgressWidget:
             self.bar.bar_style = _STYLES["failed"]
         else:
             self.bar.bar_style = _STYLES["succeeded"]
+        self._final = True
+        for snapshot in self._snapshots:
+            try:
+                snapshot.update(self._snapshot_bundle(), raw=True)
+            except Exception:  # no front end any more
+                pass
         if self._handle is not None:
             try:
                 self._handle.update(self)
             except Exception:  # no front end any more: the live bar already shows the end
                 pass
 
+    def snapshot_html(self) -> str:
+        """The batch's end as static HTML (its line, and the explorer's snapshot or the per-variant bars): what a
+        saved notebook, nbconvert and GitHub show beside the widget. Empty while the batch runs (the live bar
+        shows it then); the live explorer hides it, and a rule hides it beside a live bar (trusted notebooks)."""
+        if not self._final:
+            return '<div class="nbflow-batch-snap-pending"></div>'
+        from nbflow.widgets.run_view import _hide_dead_widget
+
+        explorer = self.explorer  # (its own snapshot, by its method: the explorer module imports this one)
+        ident = getattr(explorer, "snapshot_id", None) or _snapshot_id(self)
+        body = explorer.snapshot_html(hide_widget=False) if explorer is not None else ""
+        if not body and self._counts is not None:
+            body = variant_bars(self._counts(), "nbflow-variants-snap")
+        # beside a live bar (the kernel still has the widget), the snapshot is not needed
+        live = (
+            f"<style>.jp-OutputArea-child:has(.nbflow-snap-{ident}):has(+ .jp-OutputArea-child .widget-hbox) "
+            f"{{ display: none; }}</style>"
+        )
+        return (
+            f'<div class="nbflow-snap nbflow-snap-{ident} nbflow-batch-snap" style="font-family:sans-serif;'
+            f'font-size:13px">{_hide_dead_widget(ident)}{live}{_html(self._text)}{body}</div>'
+        )
+
+    def _snapshot_bundle(self) -> dict[str, Any]:
+        return {"text/html": self.snapshot_html(), "text/plain": "<batch snapshot>"}
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        from IPython.display import display
+
+        if not self._snapshots and not self._final:  # the first display (not the update when the batch ends)
+            handle = display(self._snapshot_bundle(), raw=True, display_id=True)
+            if handle is not None:
+                self._snapshots.append(handle)
         bundle = self.box._repr_mimebundle_(include=include, exclude=exclude)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if isinstance(data, dict):
@@ -99,7 +139,7 @@ def _html(text: str) -> str:
     return f'<code style="white-space: nowrap">{html.escape(text)}</code>'
 
 
-def variant_bars(groups: list[dict[str, Any]]) -> str:
+def variant_bars(groups: list[dict[str, Any]], css_class: str = "nbflow-variants") -> str:
     """One row per variant: its label, a bar of segments sized by row counts per status, the counts.
 
     A few failed rows are a thin red slice of their variant's bar, never a red bar.
@@ -124,4 +164,13 @@ def variant_bars(groups: list[dict[str, Any]]) -> str:
             f'background:#f1f3f5">{segments}</span>'
             f'<code style="white-space:nowrap">{html.escape(text)}</code></div>'
         )
-    return '<div class="nbflow-variants">' + "".join(rows) + "</div>"
+    return f'<div class="{css_class}">' + "".join(rows) + "</div>"
+
+
+def _snapshot_id(widget: BatchProgressWidget) -> str:
+    found = getattr(widget, "_snap_id", None)
+    if found is None:
+        import secrets
+
+        found = widget._snap_id = secrets.token_hex(6)  # type: ignore[attr-defined]
+    return str(found)

@@ -16,89 +16,52 @@ import anywidget
 import ipywidgets as widgets
 import traitlets
 
+from nbflow._front import asset, look_js
+
 __all__ = ["ExplorerTable", "ExplorerView"]
 
-_ESM = r"""
-function h(tag, attrs = {}, ...kids) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") el.className = v; else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v);
-  }
-  for (const kid of kids) el.append(kid instanceof Node ? kid : document.createTextNode(kid ?? ""));
-  return el;
-}
-const COLORS = { succeeded: "#2f9e44", failed: "#e03131", paused: "#f08c00", cancelled: "#868e96", pending: "#adb5bd" };
-
+_RENDER = r"""
 function render({ model, el }) {
   el.classList.add("nbflow-explorer");
+  const snap = model.get("snapshot_id");  // the static snapshot beside this view (saved notebooks): hidden while live
+  if (snap && !document.getElementById("nbflow-hide-" + snap)) {
+    const style = h("style", { id: "nbflow-hide-" + snap });
+    style.textContent = `.nbflow-snap-${snap} { display: none !important; }`;
+    document.head.append(style);
+  }
   const send = (msg) => model.send(msg);
   const query = {};
   const ask = (change) => { Object.assign(query, change); send({ type: "query", ...query }); };
 
   function draw() {
     el.replaceChildren();
-    const progress = model.get("progress");
-    const bars = h("div", { class: "nbx-bars" });
-    for (const p of progress) {
-      const bar = h("div", { class: "nbx-bar", title: JSON.stringify(p.counts) });
-      for (const [status, n] of Object.entries(p.counts)) {
-        if (!n) continue;
-        bar.append(h("span", { class: "nbx-seg", style: `flex:${n};background:${COLORS[status] || "#ced4da"}` }));
-      }
-      const text = Object.entries(p.counts).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(", ");
-      bars.append(h("div", { class: "nbx-bar-row" }, h("span", { class: "nbx-label" }, p.label), bar, h("span", { class: "nbx-count" }, text)));
-    }
-    el.append(bars);
-
-    const controls = h("div", { class: "nbx-controls" });
-    const select = (name, options, value) => {
-      const s = h("select", { class: `nbx-${name}`, onchange: (e) => ask({ [name]: e.target.value, page: 0 }) });
-      for (const [v, label] of options) {
-        const o = h("option", { value: v }, label); if (v === value) o.selected = true; s.append(o);
-      }
+    el.append(nbxBars(model.get("progress")));
+    const select = (name, options, value, label) => {
+      const s = h("select", { class: `nbx-${name}`, "aria-label": label, onchange: (e) => ask({ [name]: e.target.value, page: 0 }) });
+      for (const [v, text] of options) s.append(h("option", { value: v, selected: v === value || null }, text));
       return s;
     };
     const st = model.get("statuses"), vs = model.get("variants"), q = model.get("query");
-    controls.append(
-      "status ", select("status", [["", "all"], ...st.map((s) => [s, s])], q.status || ""),
-      vs.length ? " variant " : "", vs.length ? select("variant", [["", "all"], ...vs.map((v) => [v, v])], q.variant || "") : "",
-      " sort ", select("sort", model.get("sorts").map((s) => [s, s || "row order"]), q.sort || ""),
-      h("button", { class: "nbx-mode", onclick: () => ask({ mode: q.mode === "compare" ? "rows" : "compare", page: 0 }) },
-        q.mode === "compare" ? "rows" : "compare variants"),
-      q.mode === "compare" ? h("button", { class: "nbx-regressions", onclick: () => ask({ regressions: !q.regressions, page: 0 }) },
+    const compare = q.mode === "compare";
+    el.append(h("div", { class: "nbx-controls" },
+      "status ", select("status", [["", "all"], ...st.map((s) => [s, `${NBX_SYMBOLS[s] || ""} ${s}`])], q.status || "", "status"),
+      vs.length ? " variant " : "", vs.length ? select("variant", [["", "all"], ...vs.map((v) => [v, v])], q.variant || "", "variant") : "",
+      " sort ", select("sort", model.get("sorts").map((s) => [s, s || "row order"]), q.sort || "", "sort"),
+      compare && vs.length > 1 ? " baseline " : "", compare && vs.length > 1 ? select("baseline", vs.map((v) => [v, v]), q.baseline || vs[0], "baseline variant") : "",
+      h("button", { class: "nbx-mode", onclick: () => ask({ mode: compare ? "rows" : "compare", page: 0 }) }, compare ? "rows" : "compare variants"),
+      compare ? h("button", { class: "nbx-regressions", onclick: () => ask({ regressions: !q.regressions, page: 0 }) },
         q.regressions ? "all cases" : "regressions only") : "",
-      h("button", { class: "nbx-prev", onclick: () => ask({ page: Math.max(0, (q.page || 0) - 1) }) }, "‹"),
+      h("button", { class: "nbx-prev", "aria-label": "previous page", onclick: () => ask({ page: Math.max(0, (q.page || 0) - 1) }) }, "‹"),
       h("span", { class: "nbx-range" }, model.get("range_text")),
-      h("button", { class: "nbx-next", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›"),
-    );
-    el.append(controls);
-
-    const cols = model.get("columns");
-    const table = h("table", { class: "nbx-table" });
-    table.append(h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", {}, c)))));
-    const body = h("tbody");
-    for (const row of model.get("rows")) {
-      const tr = h("tr", { class: `nbx-row nbx-${row.status || ""}` + (row.__pos === model.get("selected") ? " nbx-selected" : ""),
-        "data-pos": row.__pos, onclick: () => send({ type: "open", pos: row.__pos }) });
-      for (const c of cols) {
-        const td = h("td", { class: `nbx-col-${c.replace(/[^a-z0-9_]/gi, "_")}` }, String(row[c] ?? ""));
-        if (c === "status") td.style.color = COLORS[row.status] || "";
-        if (row[`${c}.explanation`]) td.title = row[`${c}.explanation`];  // a scorer's why, on hover
-        if (c.endsWith(": change") && (row[c] === "regressed" || row[c] === "newly_failing")) td.style.color = COLORS.failed;
-        tr.append(td);
-      }
-      if (row.__options && row.__options.length) {
-        const td = h("td", { class: "nbx-answer" });
-        for (const opt of row.__options) {
-          td.append(h("button", { class: "nbx-answer-btn", onclick: (e) => { e.stopPropagation(); send({ type: "answer", pos: row.__pos, answer: opt }); } }, opt));
-        }
-        tr.append(td);
-      }
-      body.append(tr);
-    }
-    table.append(body);
-    el.append(h("div", { class: "nbx-scroll" }, table));
+      h("button", { class: "nbx-next", "aria-label": "next page", onclick: () => ask({ page: (q.page || 0) + 1 }) }, "›")));
+    const rows = model.get("rows");
+    el.append(nbxTable(model.get("columns"), rows, {
+      key: (row) => row.__pos, keyAttr: "data-pos", selected: model.get("selected"),
+      open: (row) => send({ type: "open", pos: row.__pos }),
+      marked: (row) => row.__blocked || null,  // a click still opens it: the detail says why it cannot
+      extra: (row) => row.__options && row.__options.length ? h("td", { class: "nbx-answer" }, ...row.__options.map((opt) =>
+        h("button", { class: "nbx-answer-btn", onclick: (e) => { e.stopPropagation(); send({ type: "answer", pos: row.__pos, answer: opt }); } }, opt))) : null,
+    }));
     const note = model.get("note");
     if (note) el.append(h("div", { class: "nbx-note" }, note));
   }
@@ -108,23 +71,14 @@ function render({ model, el }) {
 export default { render };
 """
 
-_CSS = """
-.nbflow-explorer { font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; color: var(--jp-ui-font-color1, #222); }
-.nbx-bar-row { display: flex; align-items: center; gap: 8px; margin: 2px 0; }
-.nbx-label { min-width: 90px; font-weight: 600; }
-.nbx-bar { display: flex; width: 260px; height: 10px; border-radius: 3px; overflow: hidden; background: var(--jp-layout-color2, #eee); }
-.nbx-count { color: var(--jp-ui-font-color2, #666); white-space: nowrap; }
-.nbx-controls { display: flex; align-items: center; gap: 6px; margin: 6px 0; flex-wrap: wrap; }
-.nbx-scroll { max-height: 460px; overflow: auto; border: 1px solid var(--jp-border-color2, #ddd); }
-.nbx-table { border-collapse: collapse; width: 100%; }
-.nbx-table th { position: sticky; top: 0; background: var(--jp-layout-color2, #f3f3f3); text-align: left; padding: 3px 6px; }
-.nbx-table td { padding: 3px 6px; border-top: 1px solid var(--jp-border-color2, #eee); max-width: 320px;
-  overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.nbx-row { cursor: pointer; }
-.nbx-row:hover { background: var(--jp-layout-color2, #f5f5f5); }
-.nbx-selected { outline: 2px solid var(--jp-brand-color1, #1971c2); }
-.nbx-note { color: var(--jp-ui-font-color2, #666); margin-top: 4px; }
+# The explorer's own rules; the shared look is nbflow/_front/components.css.
+_CSS_OWN = """
+.nbflow-explorer { font-size: 12px; min-width: 0; }
+.nbflow-explorer .nbx-scroll { max-height: 460px; }
 """
+
+_ESM = look_js() + asset("components.js") + _RENDER
+_CSS = asset("components.css") + _CSS_OWN
 
 
 class ExplorerTable(anywidget.AnyWidget):
@@ -142,6 +96,7 @@ class ExplorerTable(anywidget.AnyWidget):
     range_text = traitlets.Unicode("").tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
+    snapshot_id = traitlets.Unicode("").tag(sync=True)
 
 
 class ExplorerView(widgets.HBox):
@@ -159,11 +114,19 @@ class ExplorerView(widgets.HBox):
         answer: Callable[[int, Any], None],
         static: dict[str, Any],
         size: int = 0,
+        snapshot: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
-        self.table = ExplorerTable(**static)
-        self.detail = widgets.Output(layout=widgets.Layout(width="50%", min_width="360px"))
-        self.table.layout.width = "50%"  # (its own Layout: a new one would leave that one's comm open)
-        super().__init__([self.table, self.detail])
+        import secrets
+
+        self._snapshot = snapshot
+        self.snapshot_id = secrets.token_hex(6)
+        self.table = ExplorerTable(**static, snapshot_id=self.snapshot_id)
+        # Side by side when the output is wide enough for both (table >= 560 px, run view >= 480 px), else the run
+        # view goes below a table of the full width (its compare columns stay in view; one column under ~1040 px).
+        self.detail = widgets.Output(layout=widgets.Layout(flex="1 1 480px", min_width="0"))
+        # (the table's own Layout, set in place: a new one would leave that one's comm open)
+        self.table.layout.flex, self.table.layout.min_width, self.table.layout.max_width = "1 1 560px", "0", "100%"
+        super().__init__([self.table, self.detail], layout=widgets.Layout(flex_flow="row wrap", width="100%"))
         self._query_fn, self._open, self._answer = query, open_row, answer
         self.size = size  # rows of the frame: a position outside range(size) is refused
         self.handled = 0  # custom messages handled (the browser test reads it through the page)
@@ -247,6 +210,30 @@ class ExplorerView(widgets.HBox):
         for part in parts:
             part.close()
 
+    def snapshot_html(self, hide_widget: bool = True) -> str:
+        """The explorer as static HTML (bars, summary, the first rows with failures first): what a saved notebook,
+        nbconvert and GitHub show. Inline styles only (sanitizers drop ``<style>``). ``hide_widget=False``: for a
+        snapshot inside another (the batch display's), which hides the dead widget itself."""
+        if self._snapshot is None:
+            return ""
+        return static_html(self._snapshot(), self.snapshot_id, hide_widget=hide_widget)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The static snapshot goes out first, as an output of its own (as the run view's), then the widget, whose
+        text is one line (not ``ExplorerView(children=...)``)."""
+        from IPython.display import display
+
+        if self.comm is None:
+            return {"text/plain": "<nbflow explorer (closed)>"}
+        html = self.snapshot_html()
+        if html:
+            display({"text/html": html, "text/plain": "<nbflow explorer snapshot>"}, raw=True)
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = f"<nbflow explorer: {self.table.range_text}>"
+        return bundle
+
     def show(self, pos: int) -> None:
         """Show row ``pos``'s run view beside the table."""
         from IPython.display import display
@@ -264,3 +251,67 @@ def _esc(text: str) -> str:
     import html
 
     return html.escape(text)
+
+
+_STATE_TEXT = {"succeeded": "#2b8a3e", "failed": "#c92a2a", "paused": "#6741d9", "cancelled": "#c2410c"}
+
+
+def static_html(state: dict[str, Any], snapshot_id: str, *, hide_widget: bool = True) -> str:
+    """The explorer's static snapshot from ``nbflow._batch.explore.snapshot_state``'s data (see ``snapshot_html``).
+
+    ``hide_widget``: a rule (trusted notebooks) hiding the dead widget output right after it when the notebook is
+    reopened without its kernel (the run view's, ``_hide_dead_widget``)."""
+    from nbflow.widgets.batch_progress import variant_bars
+    from nbflow.widgets.run_view import _hide_dead_widget
+    from nbflow.widgets.style import SYMBOLS, esc
+
+    cell = "padding:2px 6px;border-bottom:1px solid #dee2e6;text-align:left;vertical-align:top"
+    parts = [variant_bars(state.get("progress") or [], "nbflow-variants-snap")]
+    summary = state.get("summary") or []
+    if summary:
+        cols = list(summary[0])
+        head = "".join(f'<th style="{cell}">{esc(c)}</th>' for c in cols)
+        body = "".join(
+            "<tr>" + "".join(f'<td style="{cell}">{esc(_short_number(r.get(c)))}</td>' for c in cols) + "</tr>"
+            for r in summary
+        )
+        parts.append(
+            f'<table style="border-collapse:collapse;font-size:12px;margin:6px 0"><tr>{head}</tr>{body}</table>'
+        )
+    columns = [str(c) for c in state.get("columns") or []]
+    head = "".join(f'<th style="{cell}">{esc(c)}</th>' for c in columns)
+    lines = []
+    for row in state.get("rows") or []:
+        tds = []
+        for c in columns:
+            value = row.get(c, "")
+            text = "" if value is None else str(value)
+            if c == "status":
+                color = _STATE_TEXT.get(text, "#495057")
+                tds.append(
+                    f'<td style="{cell};color:{color};font-weight:600;white-space:nowrap">{esc(SYMBOLS.get(text, ""))} {esc(text)}</td>'
+                )
+            else:
+                tds.append(
+                    f'<td style="{cell};max-width:360px;overflow:hidden;text-overflow:ellipsis">{esc(text[:200])}</td>'
+                )
+        lines.append("<tr>" + "".join(tds) + "</tr>")
+    total, shown = int(state.get("total") or 0), len(state.get("rows") or [])
+    parts.append(f'<table style="border-collapse:collapse;font-size:12px">{f"<tr>{head}</tr>"}{"".join(lines)}</table>')
+    problems = int(state.get("problems") or 0)
+    note = f"{shown} of {total} rows" + (f", the {problems} failed or paused first" if problems else "")
+    parts.append(
+        f'<div style="color:#495057;font-size:12px;margin-top:4px">Static snapshot of the explorer: {esc(note)}. '
+        "Every row: <code>nf.explore(df)</code> in a kernel, or <code>nf.report(df, 'report.html')</code>.</div>"
+    )
+    hide = _hide_dead_widget(snapshot_id) if hide_widget else ""
+    return (
+        f'<div class="nbflow-snap nbflow-snap-{esc(snapshot_id)} nbflow-explorer-snap" '
+        f'style="font-family:sans-serif;font-size:13px">{hide}{"".join(parts)}</div>'
+    )
+
+
+def _short_number(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.4g}"
+    return "" if value is None else str(value)

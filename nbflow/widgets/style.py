@@ -9,19 +9,9 @@ import functools
 import html
 
 from nbflow._core.states import NodeStatus, RunStatus
-from nbflow._show.draw import STATE_COLORS
+from nbflow._show.draw import STATE_COLORS, SYMBOLS
 
 __all__ = ["CSS", "STATE_COLORS", "SYMBOLS", "badge", "chip", "chips", "colors", "esc"]
-
-SYMBOLS: dict[str, str] = {
-    "pending": "○",
-    "running": "▶",
-    "paused": "‖",  # U+2016: in the common fonts (U+23F8 is not, and showed as a box)
-    "succeeded": "✓",
-    "failed": "✗",
-    "skipped": "–",
-    "cancelled": "⊘",
-}
 
 # Order in which counts are listed: what needs attention first.
 ORDER = ("failed", "running", "paused", "cancelled", "skipped", "succeeded", "pending")

@@ -8,6 +8,7 @@ docs/img/explorer.png (with NBFLOW_UPDATE_DOCS=1) and tests/artifacts/.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -73,10 +74,16 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             first_score = explorer.locator("tr.nbx-row").first.locator("td.nbx-col-score")
             expect(first_score).to_have_attribute("title", "9 characters", **wait)
 
-            # filter to failed rows, click one: its run view, with the traceback, opens beside the table
+            # succeeded rows were not kept (keep="failed", no store): marked before any click, saying why
+            kept_not = explorer.locator("tr.nbx-noopen").first
+            expect(kept_not).to_have_attribute("title", re.compile("keep='failed'"), **wait)
+            expect(kept_not.locator(".nbx-lock")).to_have_count(1)
+
+            # filter to failed rows, open one from the keyboard: its run view, with the traceback, opens
             explorer.locator("select.nbx-status").select_option("failed")
             expect(explorer.locator(".nbx-range")).to_have_text("1–4 of 4", **wait)
-            explorer.locator("tr.nbx-row").first.click()
+            explorer.locator("tr.nbx-row").first.focus()
+            page.keyboard.press("Enter")
             cell = page.locator(".jp-Cell").first
             detail = cell.locator(".nbflow-runview").first
             expect(detail).to_contain_text("judge crashed on q3", timeout=60_000)
@@ -93,14 +100,22 @@ def test_explorer_in_jupyterlab(lab: Server) -> None:
             expect(explorer.get_by_role("columnheader", name="steps: score", exact=True)).to_be_visible(**wait)
             expect(explorer.locator("th", has_text="steps: score.explanation")).to_be_visible(**wait)
             expect(explorer.locator(".nbx-range")).to_have_text("1–20 of 20", **wait)
+            # the change column (the point of comparing) is in view, inside the table's box, not cut off
+            change = explorer.locator("th", has_text=": change").first
+            expect(change).to_be_visible(**wait)
+            box, edge = change.bounding_box(), explorer.locator(".nbx-scroll").first.bounding_box()
+            assert box is not None and edge is not None
+            assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 1, (box, edge)
+            for folder in folders:
+                explorer.screenshot(path=str(folder / "explorer_compare.png"))
             expect(explorer.locator(".nbx-note")).to_contain_text("score: ", **wait)  # nf.compare's verdict
 
             # a paused row is answered inline
             paused = page.locator(".nbflow-explorer").nth(1)
             expect(paused.locator("button.nbx-answer-btn")).to_have_count(4, **wait)
             paused.locator("tr.nbx-row").nth(1).locator("button.nbx-answer-btn", has_text="no").click()
-            expect(paused.locator("tr.nbx-row").nth(1).locator(".nbx-col-status")).to_have_text("succeeded", **wait)
-            expect(paused.locator("tr.nbx-row").nth(0).locator(".nbx-col-status")).to_have_text("paused", **wait)
+            expect(paused.locator("tr.nbx-row").nth(1).locator(".nbx-col-status")).to_have_text("✓ succeeded", **wait)
+            expect(paused.locator("tr.nbx-row").nth(0).locator(".nbx-col-status")).to_have_text("‖ paused", **wait)
 
             # three clicks while the third cell still awaits: every one handled
             live = page.locator(".nbflow-explorer").nth(2)

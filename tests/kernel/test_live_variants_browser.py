@@ -85,7 +85,9 @@ def test_live_variant_bars_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             # the explorer's own per-variant bars took the place of the live ones, with the final counts
             expect(page.locator(".nbflow-variants")).to_have_count(0, timeout=30_000)
             expect(explorer.locator(".nbx-bar-row").nth(0)).to_contain_text("30 succeeded", timeout=30_000)
-            expect(explorer.locator(".nbx-bar-row").nth(1)).to_contain_text("27 succeeded, 3 failed", timeout=30_000)
+            expect(explorer.locator(".nbx-bar-row").nth(1)).to_contain_text(
+                "✓ 27 succeeded, ✗ 3 failed", timeout=30_000
+            )
             # a few failed rows were a thin slice of their variant's bar while it ran, never a red bar
             assert slices and max(slices) < 0.15, slices
             time.sleep(0.3)

@@ -128,11 +128,19 @@ def test_the_displayed_line_is_updated_when_the_batch_ends(monkeypatch):
     widget_comm.install(monkeypatch)
     shown = []
 
+    snapshots = []
+
     class Handle:
-        def update(self, obj):
+        def update(self, obj, raw=False):
+            if raw:  # the static snapshot beside the widget (saved notebooks)
+                snapshots.append(obj["text/html"])
+                return
             shown.append(obj._repr_mimebundle_()["text/plain"])
 
-    def display(obj, display_id=None):
+    def display(obj, display_id=None, raw=False):
+        if raw:
+            snapshots.append(obj["text/html"])
+            return Handle()
         shown.append(obj._repr_mimebundle_()["text/plain"])
         return Handle()
 
@@ -145,3 +153,6 @@ def test_the_displayed_line_is_updated_when_the_batch_ends(monkeypatch):
     w.close(s)
     assert shown[0].startswith("<batch progress: qa: 0/200")
     assert shown[-1].startswith("<batch progress: qa: 200/200")
+    # the snapshot: empty while the batch runs (the live bar shows it), the final line once it ended
+    assert len(snapshots) == 2 and "nbflow-snap" not in snapshots[0]
+    assert "nbflow-snap" in snapshots[-1] and "qa: 200/200" in snapshots[-1]

@@ -135,3 +135,25 @@ def test_a_paused_row_whose_options_quote_a_secret_shows_them_masked_and_a_click
     view.table._handle_custom_msg({"type": "answer", "pos": 1, "answer": "no, not ••••••"}, [])
     assert list(df["status"]) == ["paused", "succeeded"] and df.loc[1, "review"] == "no, not sk-option-0007"
     assert "sk-option-0007" not in repr(comm_log)
+
+
+def test_rows_whose_run_cannot_be_opened_are_marked_before_a_click(tmp_path: Any) -> None:
+    df = batch_frame(10)  # no store: keep="failed"
+    rows = query(df, {})["rows"]
+    blocked = {r["status"]: r.get("__blocked") for r in rows}
+    assert blocked["failed"] is None  # kept: it opens
+    assert "keep='failed'" in blocked["succeeded"] and "store=" in blocked["succeeded"]
+    stored = scored_flow().batch(
+        [{"question": "q1", "api_key": "k"}], grid={"prompt": ["a"]}, store=tmp_path / "r.db", progress=False
+    )
+    assert "__blocked" not in query(stored, {})["rows"][0]  # with a store every row opens (read back from it)
+    assert df.nbflow.run(int(next(r["__pos"] for r in rows if r["status"] == "failed"))) is not None
+
+
+def test_compare_mode_takes_the_chosen_baseline() -> None:
+    df = batch_frame(10)
+    default = query(df, {"mode": "compare"})
+    chosen = query(df, {"mode": "compare", "baseline": "terse"})
+    assert default["query"]["baseline"] == "steps" and "steps: change" not in default["columns"]
+    assert chosen["query"]["baseline"] == "terse" and "steps: change" in chosen["columns"]
+    assert "terse: change" not in chosen["columns"] and "vs 'terse'" in chosen["note"]

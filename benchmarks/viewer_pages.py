@@ -1,0 +1,120 @@
+"""`nbflow view` on a big store: the first page of a 100,000-row experiment, and the size of a 1,000-row report.
+
+A real batch (a 2-node flow, 3 variants, ``store=``, every run's record kept) writes ``--rows`` rows. Then, in the
+same process and interleaved round by round:
+
+- **paged** (what the viewer does): the experiment page through the server's HTTP API (``/api/experiment``:
+  summary, per-variant progress, the first 50 rows; paged SQL queries), and the same page filtered to failures
+  and sorted by score;
+- **baseline** (hand-written, what a viewer without paging would do): the whole experiment read into a frame
+  (``nf.load_batch(db, name, unpickle=False)``) and its first 50 rows taken.
+
+Then ``nbflow report`` of the first 1,000 rows' experiment (its own 1,000-row batch) and the file's size.
+Wall time, min and median of the rounds.
+
+    python benchmarks/viewer_pages.py [--rows 100000] [--rounds 5]
+
+Goals (issue 32): the first page of a 100,000-row experiment < 1 s; a report of 1,000 rows < 5 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import nbflow as nf
+from nbflow._view.report import report_store
+from nbflow._view.server import Viewer
+
+
+def make_flow() -> nf.Flow:
+    flow = nf.Flow("bench_view")
+
+    @flow.node
+    def answer(question: str, prompt: str) -> str:
+        if question.endswith("7"):
+            raise ValueError(f"refused: {question}")
+        return f"{prompt}: {question} " + "words " * 10
+
+    @flow.node
+    def score(answer: str) -> float:
+        return (len(answer) % 10) / 10
+
+    return flow
+
+
+def build(path: str, rows: int, name: str) -> float:
+    flow = make_flow()
+    cases = [{"question": f"q{i}"} for i in range(rows // 3)]
+    t0 = time.perf_counter()
+    flow.batch(cases, grid={"prompt": ["a", "b", "c"]}, store=path, experiment=name, progress=False, concurrency=64)
+    return time.perf_counter() - t0
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "runs.db")
+        took = build(db, args.rows, "big")
+        build(db, 1_000, "small")
+        print(f"store: {args.rows:,} rows written in {took:.1f} s ({os.path.getsize(db) / 1e6:.0f} MB)")
+        viewer = Viewer([db]).start()
+        api = f"http://127.0.0.1:{viewer.port}/api"
+        token = f"token={viewer.token}"
+        eid = next(e["id"] for e in get(f"{api}/experiments?{token}")["experiments"] if e["name"] == "big")
+        paged, filtered, baseline = [], [], []
+        try:
+            for _ in range(args.rounds):
+                t0 = time.perf_counter()
+                page = get(f"{api}/experiment?id={eid}&{token}")
+                paged.append(time.perf_counter() - t0)
+                assert len(page["page"]["rows"]) == 50 and page["page"]["total"] >= args.rows - 3
+                t0 = time.perf_counter()
+                bad = get(f"{api}/experiment?id={eid}&status=failed&sort=score%20desc&{token}")
+                filtered.append(time.perf_counter() - t0)
+                assert bad["page"]["rows"] and all(r["status"] == "failed" for r in bad["page"]["rows"])
+                t0 = time.perf_counter()
+                frame = nf.load_batch(db, "big", unpickle=False)
+                first = frame.head(50).to_dict("records")
+                baseline.append(time.perf_counter() - t0)
+                assert len(first) == 50
+        finally:
+            viewer.stop()
+        out = os.path.join(tmp, "report.html")
+        t0 = time.perf_counter()
+        report_store([db], "small", out)
+        report_took = time.perf_counter() - t0
+        size = os.path.getsize(out)
+
+    def fmt(xs: list[float]) -> str:
+        return f"min {min(xs) * 1000:7.1f} ms, median {statistics.median(xs) * 1000:7.1f} ms"
+
+    print(f"first page, paged (HTTP API)        : {fmt(paged)}")
+    print(f"failures sorted by score, paged     : {fmt(filtered)}")
+    print(f"baseline: whole experiment loaded   : {fmt(baseline)}")
+    print(f"paged / baseline (median)           : {statistics.median(paged) / statistics.median(baseline):.3f}")
+    print(f"report of 1,000 rows                : {size / 1e6:.2f} MB, written in {report_took:.2f} s")
+    print(
+        f"goals: first page < 1 s: {'met' if statistics.median(paged) < 1 else 'NOT met'}; "
+        f"report < 5 MB: {'met' if size < 5e6 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

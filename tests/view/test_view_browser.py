@@ -1,0 +1,263 @@
+"""`nbflow view` and `nbflow report` in headless Chromium on a store of a 3-variant batch with a failed row and
+paused rows: the experiments list, filtering to failures, a row's trace, a paused row's question, comparing two
+experiments, a store being written while the page is open, the report opened from disk with the network off,
+and a hostile store whose text runs nothing. Screenshots go to tests/artifacts/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbflow._view.report import report_store
+from nbflow._view.server import Viewer
+from tests.helpers.browser import ARGS, CHROMIUM, require, shot_folders
+from tests.view.conftest import digest, hostile_store
+
+pytestmark = pytest.mark.browser
+WAIT = {"timeout": 20_000}
+
+
+@contextmanager
+def _page(**context: Any) -> Iterator[Any]:
+    """A page of headless Chromium (1280×900), closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield browser.new_context(viewport={"width": 1280, "height": 900}, **context).new_page()
+        finally:
+            browser.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    for folder in shot_folders():
+        page.screenshot(path=str(folder / name), full_page=True)
+
+
+# Every text of the page against its background: WCAG AA asks 4.5:1 (3:1 for large text); disabled controls exempt.
+LOW_CONTRAST = """() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c;
+    }
+    return [255, 255, 255];
+  };
+  const bad = [];
+  for (const el of document.querySelectorAll("#nbx-app *")) {
+    if (el.closest("svg") || el.disabled || el.closest("[disabled]")) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const st = getComputedStyle(el);
+    const fg = lum(rgb(st.color)), bg = lum(background(el));
+    const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    const large = parseFloat(st.fontSize) >= 24 || (parseFloat(st.fontSize) >= 18.5 && Number(st.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) bad.push(`${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}`);
+  }
+  return bad;
+}"""
+
+
+def _axe_serious(page: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page (the accessibility rules a screen reader, a keyboard
+    or low vision users run into), as "rule: where"."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page).response["violations"]
+    return [
+        f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in found if v["impact"] in ("serious", "critical")
+    ]
+
+
+def _watch(page: Any) -> list[str]:
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    return problems
+
+
+def test_viewer_pages_in_chromium(runs_db: Path) -> None:
+    require("axe_playwright_python")
+    from playwright.sync_api import expect
+
+    before = digest(runs_db)
+    viewer = Viewer([runs_db]).start()
+    try:
+        with _page() as page:
+            problems = _watch(page)
+            page.goto(viewer.url)
+            rows = page.locator("table.nbx-experiments tbody tr")
+            expect(rows).to_have_count(2, **WAIT)
+            expect(page.locator("table.nbx-experiments")).to_contain_text("first try")
+            page.fill(".nbx-filter", "first")  # the list filters as one types
+            expect(rows).to_have_count(1, **WAIT)
+            page.fill(".nbx-filter", "")
+            _shot(page, "viewer_experiments.png")
+            assert not _axe_serious(page), _axe_serious(page)
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+
+            page.get_by_role("link", name="v1", exact=True).click()
+            expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
+            expect(page.locator(".nbx-summary")).to_contain_text("score_mean [95% CI]")
+            page.select_option("select.nbx-status", "failed")  # filter to the failures
+            expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
+            failed = page.locator("tr.nbx-row")
+            expect(failed).to_have_count(1)
+            expect(failed.first).to_contain_text("model refused")
+            _shot(page, "viewer_experiment_failed.png")
+            assert not _axe_serious(page), _axe_serious(page)
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+
+            failed.first.focus()
+            page.keyboard.press("Enter")  # rows open from the keyboard too
+            expect(page.locator(".nbx-detail h1")).to_contain_text("failed", **WAIT)
+            expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback")
+            node = page.locator("svg g#node-answer")
+            expect(node).to_have_class("node nbflow-node nbflow-failed")
+            expect(node).to_contain_text("✗ failed")  # the state by symbol as well as colour
+            _shot(page, "viewer_row_failed.png")
+            assert not _axe_serious(page), _axe_serious(page)
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+
+            page.go_back()
+            page.select_option("select.nbx-status", "paused")
+            expect(page.locator(".nbx-range")).to_have_text("1–3 of 3", **WAIT)
+            page.locator("tr.nbx-row").first.click()
+            expect(page.locator(".nbx-question")).to_contain_text("Is this right?", **WAIT)
+            expect(page.locator(".nbx-question")).to_contain_text("yes · no")
+            _shot(page, "viewer_row_paused.png")
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+
+            page.goto(viewer.url)
+            expect(rows).to_have_count(2, **WAIT)
+            for box in page.locator("table.nbx-experiments input[type=checkbox]").all():
+                box.check()
+            page.locator(".nbx-compare-go").click()
+            expect(page.locator("#nbx-app")).to_contain_text("v2 vs v1 on 15 cases", **WAIT)  # nf.compare's summary
+            expect(page.locator(".nbx-verdict")).to_contain_text("v1")  # and its verdict, when it gives one
+            first = page.locator("tr.nbx-row").first
+            expect(first.locator(".nbx-col-change")).to_contain_text("regressed")  # regressions first
+            _shot(page, "viewer_compare.png")
+            assert not _axe_serious(page), _axe_serious(page)
+            assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+            first.click()
+            expect(page.locator(".nbx-detail h1")).to_contain_text("row", **WAIT)
+            assert not problems, problems
+    finally:
+        viewer.stop()
+    assert digest(runs_db) == before
+
+
+def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
+    require()
+    from playwright.sync_api import expect
+
+    db = tmp_path / "live.db"
+    script = textwrap.dedent(
+        f"""
+        import time, nbflow as nf
+        flow = nf.Flow("slow")
+        @flow.node
+        def work(x: int) -> int:
+            time.sleep(0.25)
+            return x
+        flow.batch([{{"x": i}} for i in range(40)], store={str(db)!r}, experiment="live", concurrency=1,
+                   progress=False)
+        """
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while not db.exists() or db.stat().st_size == 0:
+            assert time.monotonic() < deadline and writer.poll() is None
+            time.sleep(0.1)
+        time.sleep(1.0)
+        viewer = Viewer([db]).start()
+        try:
+            with _page() as page:
+                page.goto(viewer.url + "#/e/0%3Alive")
+                heading = page.locator("h1 .nbx-s-running")
+                expect(heading).to_contain_text("rows finished", **WAIT)
+                first = heading.inner_text()
+                expect(heading).not_to_have_text(first, timeout=20_000)  # re-read while the batch writes
+                _shot(page, "viewer_running.png")
+        finally:
+            viewer.stop()
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_report_from_disk_with_the_network_off(runs_db: Path, tmp_path: Path) -> None:
+    require()
+    from playwright.sync_api import expect
+
+    out = report_store([runs_db], "v1", tmp_path / "report.html", vs="v2")
+    with _page(offline=True) as page:
+        problems = _watch(page)
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(out.as_uri())
+        expect(page.locator("#nbx-app")).to_contain_text("v2 vs v1 on 15 cases", **WAIT)
+        _shot(page, "report_compare.png")
+        page.locator("nav a").first.click()
+        expect(page.locator("table.nbx-experiments tbody tr")).to_have_count(2, **WAIT)
+        page.get_by_role("link", name="v1", exact=True).click()
+        expect(page.locator(".nbx-range")).to_have_text("1–15 of 15", **WAIT)
+        page.select_option("select.nbx-variant", "terse")
+        expect(page.locator(".nbx-range")).to_have_text("1–5 of 5", **WAIT)
+        page.fill(".nbx-search", "boom")
+        page.keyboard.press("Enter")
+        expect(page.locator(".nbx-range")).to_have_text("1–1 of 1", **WAIT)
+        _shot(page, "report_experiment.png")
+        assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+        page.locator("tr.nbx-row").first.click()
+        expect(page.locator("details.nbx-node.nbx-failed")).to_contain_text("Traceback", **WAIT)
+        _shot(page, "report_row.png")
+        assert not page.evaluate(LOW_CONTRAST), page.evaluate(LOW_CONTRAST)
+        assert requests == [out.as_uri()], requests  # the file, and nothing else
+        assert not problems, problems
+
+
+def test_hostile_store_renders_as_text_and_runs_nothing(tmp_path: Path) -> None:
+    require()
+    from playwright.sync_api import expect
+
+    marker = tmp_path / "pwned"
+    db = hostile_store(tmp_path / "evil.db", marker)
+    before = digest(db)
+    out = report_store([db], "<script>window.pwned=6</script>", tmp_path / "report.html")
+    viewer = Viewer([db]).start()
+    try:
+        with _page() as page:
+            for url in (viewer.url, out.as_uri()):
+                page.goto(url)
+                page.wait_for_selector("tr.nbx-row", **WAIT)
+                if page.locator("table.nbx-experiments").count():
+                    page.locator("a.nbx-open").first.click()
+                expect(page.locator("h1")).to_contain_text("<script>window.pwned=6</script>", **WAIT)
+                expect(page.locator("tr.nbx-row").first).to_contain_text("<script>window.pwned=5</script>")
+                for i in range(page.locator("tr.nbx-row").count()):
+                    page.locator("tr.nbx-row").nth(i).click()
+                    expect(page.locator(".nbx-detail")).to_be_visible(**WAIT)
+                    page.go_back()
+                    page.wait_for_selector("tr.nbx-row", **WAIT)
+                assert page.evaluate("() => window.pwned") is None
+                assert page.locator("#nbx-app img, #nbx-app iframe, #nbx-app script").count() == 0
+            _shot(page, "viewer_hostile.png")
+    finally:
+        viewer.stop()
+    assert not marker.exists()
+    assert digest(db) == before
