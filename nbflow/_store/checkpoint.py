@@ -57,7 +57,7 @@ from nbflow._store.owner import owner_alive, owner_host, owner_token
 from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps, peek
 from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
-from nbflow._store.values import REF, Shared, Values, is_ref, shared_value
+from nbflow._store.values import REF, Shared, Values, is_ref, read_from, shared_value
 from nbflow._store.values import SCHEMA as _VALUES_SCHEMA
 
 if TYPE_CHECKING:
@@ -911,7 +911,7 @@ class CheckpointStore:
             return loads(data)
         ref = bytes(data)
         if ref not in seen:
-            seen[ref] = loads(Values(self._db, self.path).resolve(ref))
+            seen[ref] = read_from(loads(Values(self._db, self.path).resolve(ref)), ref)
         return seen[ref]
 
     def run_ids(self) -> list[tuple[str, str, str]]:

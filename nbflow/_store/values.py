@@ -30,6 +30,7 @@ import hashlib
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,34 @@ _INLINE = frozenset({int, float, bool, type(None)})
 
 def is_ref(data: Any) -> bool:
     return type(data) is bytes and data[:4] == REF
+
+
+# Values read back from a store, by id: the key they were stored under. A value fed back into a run (a re-scored
+# row reuses its stored outputs) is stored again under that key: a frame read back from parquet can digest
+# differently from the one first written (its index, its text dtype), although it holds the same data.
+_READ: dict[int, tuple[weakref.ref[Any], str]] = {}
+
+
+def read_from(value: Any, ref: bytes) -> Any:
+    """``value``, remembered as read from the stored value ``ref`` names (values that take weak references)."""
+    try:
+        key = bytes(ref[4:]).decode()
+        _READ[id(value)] = (weakref.ref(value, _forget), key)
+    except TypeError:  # (no weak reference to an int, a str, a tuple...: small values stay inline anyway)
+        pass
+    return value
+
+
+def _forget(gone: weakref.ref[Any]) -> None:
+    for i, (ref, _) in list(_READ.items()):
+        if ref is gone:
+            del _READ[i]
+            return
+
+
+def _stored_key(value: Any) -> str | None:
+    found = _READ.get(id(value))
+    return found[1] if found is not None and found[0]() is value else None
 
 
 def _version(value: Any) -> str | None:
@@ -111,6 +140,11 @@ class Shared:
             key = seen[1]
             if key is not None:
                 self._refs.add((run_id, key))
+            return key
+        key = _stored_key(value)
+        if key is not None and self._has(key):  # read back from this file and fed to the run again
+            self._ids[id(value)] = (value, key)
+            self._refs.add((run_id, key))
             return key
         key = None
         if self.red is None and t not in (str, list, dict, tuple):
