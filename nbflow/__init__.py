@@ -329,7 +329,7 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later look-ups are plain module attributes
     if "pandas" in _sys.modules:  # pandas imported after nbflow (a script): df.nbflow from the next use of nf.*
-        from nbflow._batch.runs import register_accessor
+        from nbflow._batch.accessor import register_accessor
 
         register_accessor()
     return value
@@ -340,6 +340,6 @@ def __dir__() -> list[str]:
 
 
 if "pandas" in _sys.modules:  # imported before nbflow (the usual notebook): df.nbflow works at once
-    from nbflow._batch.runs import register_accessor as _register_accessor
+    from nbflow._batch.accessor import register_accessor as _register_accessor
 
     _register_accessor()

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nbflow._batch.accessor import register_accessor
 from nbflow._batch.cases import Cases, assign_keys, batch_key, prepare_cases
 from nbflow._batch.dask import RowsRunner, remote_rows
 from nbflow._batch.experiments import experiment_meta, record_experiment
@@ -161,7 +162,10 @@ def batch(
         assert state.frame is not None
         return BatchInterrupted(state.frame, flow.name)
 
-    return call_blocking(lambda: _drive(state), f"nbflow-batch-{flow.name}", interrupted, state.build)
+    try:
+        return call_blocking(lambda: _drive(state), f"nbflow-batch-{flow.name}", interrupted, state.build)
+    finally:
+        register_accessor()  # df.nbflow on the frame returned, or the one a stop carries
 
 
 async def abatch(
@@ -224,7 +228,10 @@ async def abatch(
     _more_options(opts, repeats, experiment, notes, cooldown, max_cooldowns, reuse)
     _check_keep(flow, opts)
     state = State.new(flow, _cases(flow, rows, columns, grid, opts, repeats, labels), opts)
-    return await _drive(state)
+    try:
+        return await _drive(state)
+    finally:
+        register_accessor()  # df.nbflow on the frame returned, or the one a stop carries
 
 
 def _options(

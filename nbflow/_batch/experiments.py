@@ -189,7 +189,7 @@ def load_batch(db: str | os.PathLike[str] | BatchStore, name: str, *, unpickle: 
     this process or after a restart: ``df.nbflow.run(i)`` opens a row's run from the store and
     ``flow.answer(df, {row: answer})`` resumes a paused row, writing its new state to the store.
     """
-    from nbflow._batch.runs import register_accessor
+    from nbflow._batch.accessor import register_accessor
 
     register_accessor()  # df.nbflow, even in a process that imported pandas after nbflow
     store, own = _open(db)

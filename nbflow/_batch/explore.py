@@ -14,10 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.cases import STATUS_COLUMNS
-from nbflow._batch.columns import REUSED_COLUMN
+from nbflow._batch.columns import QUESTION_COLUMNS, REUSED_COLUMN
 from nbflow._batch.compare import classify, compare
-from nbflow._batch.rows import QUESTION_COLUMNS
-from nbflow._batch.runs import NbflowAccessor, unopenable
+from nbflow._batch.runs import FrameRuns, unopenable
 from nbflow._batch.save import frame_secrets
 from nbflow._batch.variants import MASK, count_by_variant, short, variant_labels
 from nbflow._core.errors import BatchError
@@ -38,7 +37,7 @@ def explore(frame: pd.DataFrame) -> Any:
         raise BatchError("nf.explore(df) takes a frame returned by flow.batch (it needs 'status' and 'run_id' columns)")
     from nbflow.widgets.explorer import ExplorerView
 
-    accessor = NbflowAccessor(frame)
+    accessor = FrameRuns(frame)
     redact = secrets_of(frame)
     variants = _variant_labels(frame, redact)
     static = {

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbflow._batch.rows import QUESTION_COLUMNS, outcome
-from nbflow._batch.runs import NbflowAccessor, RunArchive
+from nbflow._batch.runs import FrameRuns, RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning, ResumeConflictError, RunInterrupted
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import is_secret_name, secret_texts
@@ -73,7 +73,7 @@ def _check(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any]) -> list[
             "flow.answer(frame, answers): answers is a dict {row: answer} naming paused rows, e.g. "
             "flow.answer(df, {3: 'approve'})"
         )
-    accessor = NbflowAccessor(frame)
+    accessor = FrameRuns(frame)
     todo = []
     for key, value in answers.items():
         row = accessor._row(key)
@@ -199,7 +199,7 @@ def _timed(frame: pd.DataFrame) -> list[tuple[Any, Run, list[float]]]:
     """The paused rows whose run is at hand with a question that expires: (label, run, deadlines)."""
     if "status" not in frame.columns:
         return []
-    accessor = NbflowAccessor(frame)
+    accessor = FrameRuns(frame)
     out = []
     for label in frame.index[frame["status"] == "paused"]:
         try:

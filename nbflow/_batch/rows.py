@@ -27,7 +27,7 @@ from nbflow._batch.breaker import Breaker
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
 from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, REUSED_COLUMN, clip, json_safe
 from nbflow._batch.columns import as_dict as _as_dict
-from nbflow._batch.runs import KEEP_LIMIT, RunArchive, register_accessor
+from nbflow._batch.runs import KEEP_LIMIT, RunArchive
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.score import Score
@@ -848,7 +848,6 @@ def _frame(state: State) -> pd.DataFrame:
         state.archive.held_by(frame)
         if state.archive.store:
             frame.attrs["store"] = state.archive.store
-    register_accessor()
     return frame
 
 

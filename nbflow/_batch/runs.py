@@ -20,7 +20,6 @@ names it in ``attrs["store"]``.
 from __future__ import annotations
 
 import collections
-import sys
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -28,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 from nbflow._core.errors import BatchError
 
 if TYPE_CHECKING:
-    import os
-    import pathlib
     from collections.abc import Mapping
 
     import pandas as pd
@@ -37,7 +34,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "RunArchive", "archive_of", "find_run", "register_accessor"]
+__all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "FrameRuns", "RunArchive", "archive_of", "find_run"]
 
 KEEP_CHOICES = ("failed", "all", "none")
 KEEP_LIMIT = 10_000
@@ -190,8 +187,11 @@ def _from_store(store: str, run_id: str) -> Run | None:
         return None
 
 
-class NbflowAccessor:
-    """``df.nbflow``: the runs behind a batch frame (see ``nbflow._batch.runs``)."""
+class FrameRuns:
+    """The runs behind a batch frame: what ``df.nbflow`` opens (its rows' runs, calls, tracebacks).
+
+    ``df.nbflow`` itself is ``nbflow._batch.accessor.NbflowAccessor``, this plus what sits above the runs
+    (saving the frame, the explorer, running rows again)."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self._frame = frame
@@ -276,56 +276,3 @@ class NbflowAccessor:
         if rec is None:
             rec = next((r for _, r in run.walk() if r.traceback), None)
         return rec.traceback if rec is not None else None
-
-    def save(self, path: str | os.PathLike[str]) -> pathlib.Path:
-        """Write this frame to ``path`` without its secrets: ``.parquet``, ``.csv`` or ``.jsonl``, atomically.
-
-        The frame in memory keeps every real value, so ``df.to_parquet`` writes an ``HF_TOKEN`` column, or a key
-        a node echoed into its error message, as they are; this writes secret-named columns masked and the
-        text of every secret of the frame's inputs (an ``nf.Secret`` anywhere, a secret-named column, a
-        secret-named key of a dict value) as ``[REDACTED]`` in every cell: outputs, error messages, questions.
-        Read it back with ``pd.read_parquet``; with a store, its rows still open (``df.nbflow.run(i)``).
-        Raises BatchError for another suffix or a file that cannot be written. Returns the path written."""
-        from nbflow._batch.save import write_frame
-
-        return write_frame(self._frame, path)
-
-    def redacted(self) -> pd.DataFrame:
-        """A copy of this frame with its secrets removed as ``save`` writes it (to share, or to write some other way)."""
-        from nbflow._batch.save import redacted
-
-        return redacted(self._frame)
-
-    def rerun(self, flow: Any, /, **options: Any) -> pd.DataFrame:
-        """Run this frame's rows again through ``flow`` (``flow.batch(frame, **options)``), e.g. the failures:
-        ``df[df.status == "failed"].nbflow.rerun(flow)``.
-
-        Each row runs with its own inputs and the *values* of its named variants (the grid columns stay
-        the labels), with its index label; the columns the batch added (outputs, status, usage...) are
-        dropped first. ``options`` are ``flow.batch``'s (``grid=`` again is allowed: it gives the variants'
-        values). Returns the new frame of these rows; ``df.update(new)`` puts them back into ``df``."""
-        return flow.batch(self._frame, **options)
-
-    def explore(self) -> Any:
-        """The results explorer for this frame (see ``nf.explore``)."""
-        from nbflow._batch.explore import explore
-
-        return explore(self._frame)
-
-
-_registered = False
-
-
-def register_accessor() -> None:
-    """Register ``DataFrame.nbflow`` (once; called when nbflow makes or loads a frame, or imports pandas)."""
-    global _registered
-    if _registered:
-        return
-    import pandas as pd
-
-    _registered = True
-    pd.api.extensions.register_dataframe_accessor("nbflow")(NbflowAccessor)
-
-
-if "pandas" in sys.modules:  # imported before nbflow (the usual notebook): df.nbflow works at once
-    register_accessor()

@@ -1064,6 +1064,16 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _peek_value(db: sqlite3.Connection, data: Any) -> Any:
+    """``peek`` of a stored column, a reference to a value stored once (``values.py``) read by its key."""
+    if is_ref(data):
+        try:
+            data = Values(db, "(the store)").resolve(bytes(data))
+        except StoreError:
+            return "<a stored value the file does not hold>"
+    return peek(data)
+
+
 def peek_run(db: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
     """A stored run as plain data, read without unpickling anything (``pickling.peek``: a pickled value is a
     marker) and without building a ``Run``: what a viewer shows. ``{"status", "reason", "started_at",
@@ -1098,11 +1108,17 @@ def peek_run(db: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
                 (run_id,),
             )
         ]
-        rows = [(*r[:2], peek(r[2]) if record is None else r[2], *r[3:]) for r in rows]
+        rows = [(*r[:2], _peek_value(db, r[2]) if record is None else r[2], *r[3:]) for r in rows]
         inputs = peek(inputs) if inputs is not None else {}
     nodes = []
     for name, st, output, etype, emsg, tb, skip, t0, t1, _state, detail in rows:
         detail = detail if isinstance(detail, dict) else {}
+        refs = detail.get("refs") or ()
+        if refs and isinstance(detail.get("inputs"), dict):  # recorded inputs stored once: by their keys
+            detail["inputs"] = {
+                k: _peek_value(db, REF + v.encode()) if k in refs and isinstance(v, str) else v
+                for k, v in detail["inputs"].items()
+            }
         nodes.append(
             {
                 "name": name,

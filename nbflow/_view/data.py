@@ -617,11 +617,11 @@ class FrameSource:
 
     def row(self, p: int) -> dict[str, Any] | None:
         """Row ``p``'s details, from its kept run (None when the batch did not keep it)."""
-        from nbflow._batch.runs import NbflowAccessor
+        from nbflow._batch.runs import FrameRuns
 
         frame = self.frame
         try:
-            run = NbflowAccessor(frame)._run_of(frame.iloc[p], frame.index[p])
+            run = FrameRuns(frame)._run_of(frame.iloc[p], frame.index[p])
         except Exception:
             run = None
         values = {
