@@ -316,8 +316,21 @@ scorers.model_graded(versions, output="answer", question="question", target="exp
                      client="judge", model="judge-small", price=(0.15, 0.60), name="graded")
 
 scored = versions.batch(cases, grid={"template": VERSIONS}, outputs=["answer", "number", "exact", "graded"],
-                        progress=False)
+                        keep="all", progress=False)
 scored[["case_id", "template", "answer", "graded", "graded.explanation"]].head(4)
+
+# %% [markdown]
+# What the judge was sent and what it answered: every call an `openai` client made by a `@flow.resource` makes
+# is recorded on its node, with no change to the scorer (`docs/transcripts.md`). As data,
+# `scored.nbflow.calls(i)` (the batch kept every row: `keep="all"`); as a chat, in the row's run view
+# (`scored.nbflow.run(0)`, the `graded` node).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+call = scored.nbflow.calls(0).iloc[0]
+print(call.node, call.model, call.finish_reason, call.input_tokens, call.output_tokens)
+print(call.messages[-1]["content"].split("[Answer to grade]")[0].strip()[:160])
+print("->", call.content.splitlines()[-1])
 
 # %% [markdown]
 # Per variant, every score with its standard error and a 95% interval, counting a failed row (a timeout)
