@@ -66,7 +66,16 @@ def test_wheel_holds_the_whole_package_and_its_metadata(dist: Path):
     assert meta["Version"] == nf.__version__
     assert meta["Requires-Python"] == ">=3.11"
     assert meta["License-Expression"] == "MIT"
-    assert set(meta.get_all("Provides-Extra")) == {"ui", "dask", "demo", "process", "data", "otel", "parquet"}
+    assert set(meta.get_all("Provides-Extra")) == {
+        "ui",
+        "dask",
+        "demo",
+        "process",
+        "data",
+        "otel",
+        "parquet",
+        "scorers",
+    }
     classifiers = set(meta.get_all("Classifier"))
     assert {"Programming Language :: Python :: 3.11", "Typing :: Typed"} <= classifiers
     assert meta["Description-Content-Type"] == "text/markdown"

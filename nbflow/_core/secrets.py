@@ -414,6 +414,10 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._secrets) or bool(_KNOWN.texts)
 
+    def has_own(self) -> bool:
+        """Does it hold secrets of its own (not only those every redactor of the process knows)?"""
+        return bool(self._secrets)
+
 
 # --- secrets known by their value ---------------------------------------------------------------------------------
 # As CI systems mask registered secrets in logs: the texts below are replaced wherever they appear inside any text

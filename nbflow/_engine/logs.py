@@ -11,8 +11,9 @@ Live records come from a subscriber of the run's events (``RunLogger``), attache
 made only when a logger of these is enabled for INFO (``logging.basicConfig(level="INFO")``, pytest's
 ``caplog``): with logging at its default (WARNING) no subscriber exists and the engine builds no events,
 so it costs nothing. The WARNING records of a failed run are then written from its record when it ends
-(``finished``): one check per run. Nothing is configured: with no logging set up Python prints WARNING
-and above (a failed run, a cool-down, a store fault) and nothing else, in a notebook too.
+(``finished``): one check per run. The ``nbflow`` logger has a ``NullHandler`` only (what the logging
+guide asks of a library): with no logging set up nothing is printed, in a notebook too (its run view
+shows a failed run); a program that configures logging gets the WARNING records.
 
 Secrets never reach a record: the text of every secret of the run is ``[REDACTED]`` in messages.
 """
@@ -35,6 +36,7 @@ RUN = logging.getLogger("nbflow.run")
 NODE = logging.getLogger("nbflow.node")
 BATCH = logging.getLogger("nbflow.batch")
 STORE = logging.getLogger("nbflow.store")
+logging.getLogger("nbflow").addHandler(logging.NullHandler())  # (no "last resort" printing to stderr)
 _LIMIT = 300  # longest error message in a record (the run's record keeps the whole)
 
 

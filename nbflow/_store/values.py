@@ -94,6 +94,13 @@ def _version(value: Any) -> str | None:
     return data_version(value)
 
 
+def _own(red: Redactor | None) -> Redactor | None:
+    """``red`` if the run has secrets of its own (its ``nf.Secret`` values, secret-named inputs): its values are
+    then keyed by their redacted bytes. The secrets every run of the process knows (the environment's keys)
+    leave the key to the value's data version, so that processes knowing other keys store the same value once."""
+    return red if red is not None and red.has_own() else None
+
+
 class Shared:
     """The values one write transaction stores by reference (``cur``: inside that transaction).
 
@@ -104,7 +111,7 @@ class Shared:
 
     def __init__(self, cur: sqlite3.Cursor | sqlite3.Connection, red: Redactor | None = None) -> None:
         self.cur = cur
-        self.red = red if red else None
+        self.red = _own(red)
         self._ids: dict[int, tuple[Any, str | None]] = {}  # id(value) -> (value, its key or None: inline)
         self._new: dict[str, bytes] = {}
         self._known: set[str] = set()
@@ -112,7 +119,7 @@ class Shared:
 
     def for_run(self, red: Redactor | None) -> Shared:
         """This transaction's writer for a run with redactor ``red`` (digests of redacted values differ)."""
-        red = red if red else None
+        red = _own(red)
         if red is self.red:
             return self
         other = Shared(self.cur, red)
