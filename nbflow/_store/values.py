@@ -68,19 +68,18 @@ _READ: dict[int, tuple[weakref.ref[Any], str]] = {}
 
 def read_from(value: Any, ref: bytes) -> Any:
     """``value``, remembered as read from the stored value ``ref`` names (values that take weak references)."""
+    i = id(value)
+
+    def forget(gone: weakref.ref[Any]) -> None:  # (only its own entry: the id may name a newer value by now)
+        found = _READ.get(i)
+        if found is not None and found[0] is gone:
+            del _READ[i]
+
     try:
-        key = bytes(ref[4:]).decode()
-        _READ[id(value)] = (weakref.ref(value, _forget), key)
+        _READ[i] = (weakref.ref(value, forget), bytes(ref[4:]).decode())
     except TypeError:  # (no weak reference to an int, a str, a tuple...: small values stay inline anyway)
         pass
     return value
-
-
-def _forget(gone: weakref.ref[Any]) -> None:
-    for i, (ref, _) in list(_READ.items()):
-        if ref is gone:
-            del _READ[i]
-            return
 
 
 def _stored_key(value: Any) -> str | None:
