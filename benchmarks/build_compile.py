@@ -8,7 +8,19 @@
 - cycle: an N-node chain whose first node depends on its last: the time until ``CycleError``
   (with the path) is raised. Baseline: ``graphlib``'s own ``CycleError``. Goal: < 0.2 s at 30,000.
 
+As a notebook writes it (``--define``, default 1,000 nodes), issue 35's goals:
+
+- define: a cell of N ``@flow.node`` functions, each with type hints and wired to the one before by
+  its parameter's name, then ``flow.graph`` (what the first run compiles). Baseline: the same cell
+  hand-written as a dict of coroutines (an ``async def`` per node and its task, awaiting the one
+  before). Both cells are compiled to byte code outside the timing. Goal: <= 3x.
+- redefine: a cell that redefines one node of the compiled N-node flow, then ``flow.graph``. Goal:
+  <= 1 ms (the hand-written cell is printed beside it).
+- first run: ``flow.run`` of the N-node flow just defined (compiling, the type checks' adapters,
+  the plan and the run), against the next run of the same flow and the hand-written tasks' run.
+
     python benchmarks/build_compile.py [--sizes 1000 10000 100000] [--cycle 10000 30000 100000] [--repeat 5]
+    python benchmarks/build_compile.py --sizes --cycle --define 1000   # issue 35's figures only
 """
 
 from __future__ import annotations
@@ -58,6 +70,101 @@ async def baseline_build(n: int) -> list[asyncio.Task[int]]:
         prev = asyncio.ensure_future(step(prev))
         tasks.append(prev)
     return tasks
+
+
+def define_cell(n: int, graph: bool = True) -> Any:
+    """The byte code of a notebook cell declaring an N-node chain with ``@flow.node`` (then compiling it)."""
+    lines = ["flow = nf.Flow('chain')", "@flow.node", "def n0(x: int) -> int:", "    return x"]
+    for i in range(1, n):
+        lines += ["@flow.node", f"def n{i}(n{i - 1}: int) -> int:", f"    return n{i - 1} + 1"]
+    if graph:
+        lines.append("flow.graph")
+    return compile("\n".join(lines), "<cell>", "exec", dont_inherit=True)
+
+
+def baseline_cell(n: int) -> Any:
+    """The same cell hand-written: a dict of coroutines, each node's task awaiting the one before."""
+    lines = ["tasks = {}", "async def n0(x: int) -> int:", "    return x", "tasks['n0'] = ensure_future(n0(1))"]
+    for i in range(1, n):
+        lines += [
+            f"async def n{i}(n{i - 1}: Awaitable[int]) -> int:",
+            f"    return await n{i - 1} + 1",
+            f"tasks['n{i}'] = ensure_future(n{i}(tasks['n{i - 1}']))",
+        ]
+    return compile("\n".join(lines), "<cell>", "exec", dont_inherit=True)
+
+
+def redefine_cell(n: int) -> Any:
+    k = n // 2
+    cell = f"@flow.node\ndef n{k}(n{k - 1}: int) -> int:\n    return n{k - 1} + 2\nflow.graph"
+    return compile(cell, "<cell>", "exec", dont_inherit=True)
+
+
+def baseline_redefine_cell(n: int) -> Any:
+    k = n // 2
+    return compile(
+        f"async def n{k}(n{k - 1}: Awaitable[int]) -> int:\n    return await n{k - 1} + 2\nnodes['n{k}'] = n{k}",
+        "<cell>",
+        "exec",
+        dont_inherit=True,
+    )
+
+
+def measure_define(n: int, repeat: int) -> dict[str, float]:
+    """Define by decorators and compile; redefine one node; the first run. Interleaved with the baselines."""
+    cell, bare, base_cell = define_cell(n), define_cell(n, graph=False), baseline_cell(n)
+    again, base_again = redefine_cell(n), baseline_redefine_cell(n)
+    loop = asyncio.new_event_loop()  # (flow.run starts its own loop: the tasks are made on this one)
+    from collections.abc import Awaitable
+
+    base, nb, redo, base_redo, first, second, base_run = [], [], [], [], [], [], []
+    try:
+        for _ in range(repeat):
+            gc.collect()
+            ns: dict[str, Any] = {"ensure_future": loop.create_task, "Awaitable": Awaitable}
+            t0 = time.perf_counter()
+            exec(base_cell, ns)
+            base.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            loop.run_until_complete(asyncio.gather(*ns["tasks"].values()))
+            base_run.append(time.perf_counter() - t0)
+            ns["nodes"] = {}
+            t0 = time.perf_counter()
+            exec(base_again, ns)
+            base_redo.append(time.perf_counter() - t0)
+            gc.collect()
+            flow_ns: dict[str, Any] = {"nf": nf}
+            t0 = time.perf_counter()
+            exec(cell, flow_ns)
+            nb.append(time.perf_counter() - t0)
+            flow = flow_ns["flow"]
+            t0 = time.perf_counter()
+            exec(again, flow_ns)
+            redo.append(time.perf_counter() - t0)
+            flow_ns = {"nf": nf}
+            exec(bare, flow_ns)  # a fresh flow, not compiled: its first run compiles it
+            flow = flow_ns["flow"]
+            gc.collect()
+            t0 = time.perf_counter()
+            flow.run(x=1)
+            first.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            flow.run(x=1)
+            second.append(time.perf_counter() - t0)
+    finally:
+        loop.close()
+    med = statistics.median
+    return {
+        "nodes": n,
+        "baseline_ms": med(base) * 1e3,
+        "nbflow_ms": med(nb) * 1e3,
+        "ratio": med(nb) / med(base),
+        "redefine_ms": med(redo) * 1e3,
+        "baseline_redefine_ms": med(base_redo) * 1e3,
+        "first_run_ms": med(first) * 1e3,
+        "next_run_ms": med(second) * 1e3,
+        "baseline_run_ms": med(base_run) * 1e3,
+    }
 
 
 def deps_of(n: int, cyclic: bool = False) -> dict[str, tuple[str, ...]]:
@@ -141,15 +248,27 @@ def measure_cycle(n: int, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    parser.add_argument("--cycle", type=int, nargs="+", default=[30_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--cycle", type=int, nargs="*", default=[30_000])
+    parser.add_argument("--define", type=int, nargs="*", default=[1_000], help="notebook-cell sizes (issue 35)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     build_flow(50).graph  # noqa: B018  (imports and caches outside the timing)
-    out: dict[str, Any] = {"build": [], "compile": [], "cycle": []}
-    print(f"build and compile, median of {args.repeat} (µs per node)")
-    print(f"{'what':<8} {'nodes':>7} {'baseline':>9} {'nbflow':>9} {'ratio':>7}")
+    out: dict[str, Any] = {"define": [], "build": [], "compile": [], "cycle": []}
+    for n in args.define:
+        d = measure_define(n, args.repeat)
+        out["define"].append(d)
+        print(
+            f"define {n} nodes by @flow.node + flow.graph: {d['nbflow_ms']:.1f} ms, hand-written dict of coroutines "
+            f"{d['baseline_ms']:.1f} ms: {d['ratio']:.2f}x (goal <= 3x); redefine one node + flow.graph: "
+            f"{d['redefine_ms']:.2f} ms (goal <= 1 ms; hand-written {d['baseline_redefine_ms'] * 1e3:.0f} µs); "
+            f"first run {d['first_run_ms']:.1f} ms, next {d['next_run_ms']:.1f} ms "
+            f"(hand-written tasks' run {d['baseline_run_ms']:.1f} ms)  [median of {args.repeat}]"
+        )
+    if args.sizes:
+        print(f"build and compile, median of {args.repeat} (µs per node)")
+        print(f"{'what':<8} {'nodes':>7} {'baseline':>9} {'nbflow':>9} {'ratio':>7}")
     for n in args.sizes:
         rep = args.repeat if n <= 10_000 else max(1, args.repeat // 2)
         for what, fn in (("build", measure_build), ("compile", measure_compile)):

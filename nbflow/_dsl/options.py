@@ -125,6 +125,17 @@ def node_options(
     executor: object = None,
 ) -> dict[str, Any]:
     """The node's resilience options, checked; only the ones that differ from the defaults."""
+    if (
+        retry is None
+        and timeout is None
+        and on_failure_of is None
+        and uses is None
+        and cache is None
+        and executor is None
+        and type(on_error) is str
+        and on_error == "fail"
+    ):
+        return {}  # every option at its default (most nodes): nothing to check
     where = f"node {spec.name!r}"
     options: dict[str, Any] = {}
     r = _retry(retry, where, allow_false=True)

@@ -100,7 +100,9 @@ def make_spec(
     if not callable(func):
         raise FlowDefinitionError(f"@flow.node needs a function, got {func!r} ({type(func).__name__})")
     node_name = check_name(name if name is not None else getattr(func, "__name__", None))
-    if inspect.isgeneratorfunction(func):
+    plain = type(func) is FunctionType  # its kind read from its code's flags: what inspect says, cheaper
+    flags = func.__code__.co_flags if plain else 0
+    if flags & _CO_GENERATOR if plain else inspect.isgeneratorfunction(func):
         raise FlowDefinitionError(
             f"node {node_name!r} is a generator function (def with yield): its output would be a generator object, "
             f"not the values it yields; return a list (return list(...)), use @flow.map over the items, or make it "
@@ -109,13 +111,14 @@ def make_spec(
     declared = _from_code(func, node_name)
     if declared is None:
         declared = _from_signature(func, node_name)
-    if inspect.isasyncgenfunction(func):  # a streaming node: what it yields shows live (nbflow/_core/calls.py)
+    # A streaming node: what it yields shows live (nbflow/_core/calls.py).
+    if flags & _CO_ASYNC_GENERATOR if plain else inspect.isasyncgenfunction(func):
         from nbflow._core.calls import streaming_node
 
         func = streaming_node(func)
     # An object whose __call__ is async is an async node too (a coroutine would otherwise be its output).
     if type(func) is FunctionType and "_is_coroutine_marker" not in func.__dict__:
-        is_async = bool(func.__code__.co_flags & _CO_COROUTINE)  # what inspect would say, cheaper
+        is_async = bool(func.__code__.co_flags & _CO_COROUTINE)
     else:
         is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
     if thread and is_async:
@@ -127,12 +130,15 @@ def make_spec(
         is_async=is_async,
         thread=(not is_async) if thread is None else bool(thread),
         auto_thread=thread is None and not is_async,
-        options=MappingProxyType(dict(options or {})),
+        options=MappingProxyType(dict(options)) if options else _NO_OPTIONS,
         **control_fields(node_name, declared, router, branch, map, loop),
     )
 
 
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 _CO_COROUTINE = inspect.CO_COROUTINE
+_CO_GENERATOR = inspect.CO_GENERATOR
+_CO_ASYNC_GENERATOR = inspect.CO_ASYNC_GENERATOR
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 

@@ -365,7 +365,7 @@ def _compile(
         deps[n] = tuple(ds)
 
     nodes: dict[str, GNode] = {}
-    memo: dict[Any, dict[str, Any]] = {}
+    memo: dict[Any, Any] = {}
     hints = {n: hints_of(specs[n].func, memo) if specs[n].flow is None else {} for n in topo} if validate else {}
     for n in topo:
         spec = specs[n]

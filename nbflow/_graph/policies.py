@@ -64,6 +64,8 @@ def build_policies(
     handles: dict[str, str] = {}
     for name, g in graph.nodes.items():
         opts = g.spec.options
+        if not opts and default_retry is None:
+            continue  # no option and no flow default: the plain policy, which no node keeps
         retry = opts.get("retry", default_retry)
         if retry is False:
             retry = None

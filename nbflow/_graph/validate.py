@@ -44,26 +44,54 @@ def build_pending() -> None:
         _adapter(hint)
 
 
-def hints_of(func: Callable[..., Any], memo: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
+def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> dict[str, Any]:
     """The function's resolved type hints; unresolvable ones (forward refs) are left out.
 
     ``memo`` (one per compile: names may be rebound between compiles, as in a notebook) shares the
-    result between plain functions of one module with the same annotations: many nodes made in a
-    loop resolve ``"int"`` once, not once each (string annotations cost a ``compile`` each).
+    resolution of each annotation between the plain functions of one module: many nodes made in a
+    loop, or a cell of many ``def``s, resolve ``"int"`` or ``list[Doc]`` once, not once each (a
+    string annotation costs a ``compile``; ``typing.get_type_hints`` a dozen calls per function).
+    What a plain class annotates is taken as is (``get_type_hints`` would give it back unchanged).
     """
-    key = None
-    if memo is not None and type(func) is FunctionType and "__wrapped__" not in func.__dict__:
+    if memo is None or type(func) is not FunctionType or "__wrapped__" in func.__dict__:
+        return _hints_of(func)
+    if getattr(func, "__type_params__", ()):  # PEP 695 names: only get_type_hints resolves them
+        return _hints_of(func)
+    annotations = func.__annotations__
+    hints: dict[str, Any] = {}
+    namespace = func.__globals__
+    for name, value in annotations.items():
+        if type(value) is type:
+            hints[name] = value
+            continue
         try:
-            key = (id(func.__globals__), tuple(func.__annotations__.items()))
-            found = memo.get(key)
-        except TypeError:  # an unhashable annotation: no sharing
-            key = found = None
-        if found is not None:
-            return dict(found)
-    hints = _hints_of(func)
-    if key is not None and memo is not None:
-        memo[key] = dict(hints)
+            key = (id(namespace), value)
+            found = memo.get(key, _UNSEEN)
+        except TypeError:  # an unhashable annotation: resolved on its own
+            key, found = None, _UNSEEN
+        if found is _UNSEEN:
+            found = _resolve(value, namespace)
+            if key is not None:
+                memo[key] = found
+        if found is _UNRESOLVED:  # as get_type_hints failing: keep what is not a string
+            return {n: a for n, a in annotations.items() if not isinstance(a, str)}
+        hints[name] = found
     return hints
+
+
+_UNSEEN: Any = object()
+_UNRESOLVED: Any = object()
+_STUB = (lambda: None).__code__
+
+
+def _resolve(annotation: Any, namespace: dict[str, Any]) -> Any:
+    """One annotation as ``typing.get_type_hints`` resolves it for a function of module ``namespace``."""
+    stub = FunctionType(_STUB, namespace)
+    stub.__annotations__ = {"hint": annotation}
+    try:
+        return typing.get_type_hints(stub)["hint"]
+    except Exception:
+        return _UNRESOLVED
 
 
 def _hints_of(func: Callable[..., Any]) -> dict[str, Any]:

@@ -230,3 +230,48 @@ def test_unknown_merge_source_is_named_before_any_cycle_check():
     flow.add(lambda v: v, name="a", inputs={"v": nf.first_of("nope", "a")})
     with pytest.raises(nf.UnknownNodeError, match="nope"):
         flow.graph  # noqa: B018
+
+
+def test_string_hints_are_resolved_per_module_and_again_at_each_compile():
+    """A cell under ``from __future__ import annotations``: its string hints are checked, each node its own,
+    and a class redefined between compiles is the one the next compile checks against."""
+    cell = """
+from __future__ import annotations
+import nbflow as nf
+
+class Doc:
+    pass
+
+flow = nf.Flow("strings")
+
+@flow.node
+def a(x: int) -> list[int]:
+    return [x]
+
+@flow.node
+def b(a: list[int], doc: Doc) -> int:
+    return len(a)
+
+@flow.node
+def c(b: int, later: NotYetDefined) -> str:  # noqa: F821  (unresolvable: its node's string hints are left out)
+    return str(b)
+"""
+    ns: dict = {}
+    exec(compile(cell, "<cell>", "exec", dont_inherit=True), ns)
+    flow = ns["flow"]
+    first_doc = ns["Doc"]()
+    assert flow.run(x=1, doc=first_doc, later=None, show=False)["c"] == "1"
+    with pytest.raises(nf.TypeValidationError) as info:
+        flow.run(x="not a number", doc=first_doc, later=None, show=False)
+    assert (info.value.node, info.value.parameter) == ("a", "x")
+    with pytest.raises(nf.TypeValidationError) as info:
+        flow.run(x=1, doc="not a Doc", later=None, show=False)
+    assert (info.value.node, info.value.parameter) == ("b", "doc")
+    # c's hints name a class that does not exist: none of its string hints is checked (as get_type_hints fails)
+    assert flow.run(x=1, doc=first_doc, later=object(), show=False)["c"] == "1"
+
+    exec(compile("class Doc:\n    pass", "<cell>", "exec", dont_inherit=True), ns)  # the cell re-run
+    flow.remove("c")  # any change recompiles
+    with pytest.raises(nf.TypeValidationError):
+        flow.run(x=1, doc=first_doc, show=False)  # an instance of the old class is not a Doc any more
+    assert flow.run(x=1, doc=ns["Doc"](), show=False)["b"] == 1
