@@ -32,8 +32,8 @@ from nbflow._dsl.resource import ResourceSpec, make_resource_spec
 from nbflow._dsl.spec import NodeSpec, Source, make_spec, make_subflow_spec
 from nbflow._flow import pickling
 from nbflow._flow.renames import note_declared
-from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, validate_inputs
-from nbflow._graph.policies import FlowPolicies, build_policies
+from nbflow._graph.graph import Graph, InputInfo, Plan, compile_graph, recompile, validate_inputs
+from nbflow._graph.policies import FlowPolicies, build_policies, update_policies
 from nbflow._graph.validate import build_pending, pending
 from nbflow._show.draw import mimebundle, text_graph, to_dot
 
@@ -170,6 +170,10 @@ class Flow:
         self._resources: dict[str, ResourceSpec] = {}
         self._graph: Graph | None = None
         self._graph_stamp: tuple[Any, ...] = ()
+        # The nodes declared again (same name) since the graph was compiled, in order; None: another change.
+        # With the last graph, what `graph` recompiles incrementally (a cell redefining a node of a big flow).
+        self._redeclared: list[str] | None = None
+        self._compiled: tuple[Graph, FlowPolicies, bool] | None = None  # (graph, its policies, validate)
         self._subflows: tuple[int, tuple[Flow, ...]] | None = None  # (version, the sub-flows): _stamp
         self._saving: dict[str, Any] = {}  # save= of each node, by node (made with the graph)
         self._version = 0
@@ -187,7 +191,7 @@ class Flow:
     @retry.setter
     def retry(self, value: Retry | int | None) -> None:
         self._retry = _options.flow_retry(self.name, value)
-        self._graph = None
+        self._graph = self._redeclared = None
 
     @property
     def limits(self) -> Mapping[str, Limit]:
@@ -197,7 +201,7 @@ class Flow:
     @limits.setter
     def limits(self, value: Mapping[str, Limit] | None) -> None:
         self._limits = _options.flow_limits(self.name, value)
-        self._graph = None
+        self._graph = self._redeclared = None
 
     @property
     def clock(self) -> Clock:
@@ -207,7 +211,7 @@ class Flow:
     @clock.setter
     def clock(self, value: Clock) -> None:
         self._clock = _options.flow_clock(self.name, value)
-        self._graph = None
+        self._graph = self._redeclared = None
 
     @property
     def cache(self) -> NodeCache | None:
@@ -220,7 +224,7 @@ class Flow:
     @cache.setter
     def cache(self, value: bool | str | os.PathLike[str] | NodeCache | None) -> None:
         self._cache = _open_cache(value, self.name)
-        self._graph = None
+        self._graph = self._redeclared = None
 
     def clear_cache(self, *nodes: str) -> int:
         """Forget this flow's cached results (of ``nodes`` only, if given); returns how many.
@@ -440,13 +444,13 @@ class Flow:
             options["save"] = check_save(f"node {spec.name!r}", {spec.name: save})[spec.name]
         if options:
             spec = _options.with_options(spec, options)
-        self._specs.pop(spec.name, None)  # a redefinition moves to the end, like re-running a cell
+        again = self._specs.pop(spec.name, None) is not None  # a redefinition moves to the end, like a cell re-run
         self._specs[spec.name] = spec
         if not isinstance(func, Flow):
             note_declared(self, spec, func)  # a cell re-run with the function renamed: warn (renames.py)
         if outputs is not None:
             self._add_fields(spec, outputs)
-        self._changed()
+        self._changed(spec.name if again and outputs is None else None)
         return spec
 
     # --- resources (long-lived objects: SDK clients, pools) -------------------------------------
@@ -555,9 +559,14 @@ class Flow:
         del self._specs[name]
         self._changed()
 
-    def _changed(self) -> None:
+    def _changed(self, redeclared: str | None = None) -> None:
+        """Something changed: the graph compiles again (incrementally if only ``redeclared`` nodes did)."""
         self._version += 1
         self._graph = None
+        if redeclared is None or self._redeclared is None:
+            self._redeclared = None
+        else:
+            self._redeclared.append(redeclared)
 
     def _stamp(self) -> tuple[Any, ...]:
         """Changes whenever this flow or any sub-flow in it changes (sub-flows are edited too)."""
@@ -576,12 +585,37 @@ class Flow:
         """The validated graph (compiled once per change); raises CycleError etc."""
         stamp = self._stamp()
         if self._graph is None or self._graph_stamp != stamp:
-            graph = compile_graph(self.name, self._specs, validate=self.validate, resources=self._resources)
-            self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
-            self._saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+            graph = self._recompile(stamp)
+            if graph is None:
+                graph = compile_graph(self.name, self._specs, validate=self.validate, resources=self._resources)
+                self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
+                self._saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+            assert self._policies is not None
             self._graph = graph
             self._graph_stamp = stamp
+            self._redeclared = []
+            self._compiled = (graph, self._policies, self.validate)
         return self._graph
+
+    def _recompile(self, stamp: tuple[Any, ...]) -> Graph | None:
+        """The graph made again from the last one when only nodes were declared again (None: compile in full)."""
+        redeclared, compiled = self._redeclared, self._compiled
+        if not redeclared or compiled is None or len(stamp) > 1 or compiled[2] != self.validate:
+            return None  # another change, never compiled, sub-flows (their own edits), validate= switched
+        old, policies, _ = compiled
+        if policies.cache is not None or any(self._specs[n].options.get("cache") for n in redeclared):
+            return None  # node caching: its plan is made from the whole graph
+        graph = recompile(old, self._specs, redeclared, self.validate)
+        if graph is None:
+            return None
+        self._policies = update_policies(policies, graph, redeclared, self._retry, self._limits, self._clock)
+        for n in redeclared:
+            save = self._specs[n].options.get("save")
+            if save is not None:
+                self._saving = {**self._saving, n: save}
+            elif n in self._saving:
+                self._saving = {k: v for k, v in self._saving.items() if k != n}
+        return graph
 
     def _with_cache(self, graph: Graph, policies: FlowPolicies) -> FlowPolicies:
         default = self._cache is not None

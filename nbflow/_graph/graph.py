@@ -6,14 +6,14 @@ import gc
 import heapq
 import inspect
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nbflow._core.errors import CycleError, GraphError, MissingInputError, UnknownInputError, UnknownNodeError, _suggest
 from nbflow._core.missing import MISSING
 from nbflow._dsl.resource import ResourceSpec
 from nbflow._dsl.spec import NodeSpec
-from nbflow._graph.validate import Validator, hints_of, make_validator
+from nbflow._graph.validate import Validator, hints_of, make_validator, still_resolved
 
 SUBFLOW_DEFAULT: Any = object()  # "not passed: the sub-flow uses its own default"
 
@@ -26,6 +26,7 @@ __all__ = [
     "Plan",
     "compile_graph",
     "find_cycle",
+    "recompile",
     "validate_inputs",
 ]
 
@@ -150,6 +151,10 @@ class Graph:
     _plans: dict[Any, Plan] = field(default_factory=dict, compare=False, repr=False)
     _views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """Caches of the front ends (e.g. the laid-out SVG): a graph never changes, so neither do they."""
+    _returns: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Each node's resolved return hint (a node without one is absent), for ``recompile``."""
+    _memo: dict[Any, Any] | None = field(default=None, compare=False, repr=False)
+    """How its hints were resolved (``hints_of``'s memo); None: not validated. For ``recompile``."""
 
     def node(self, name: str) -> GNode:
         try:
@@ -365,33 +370,24 @@ def _compile(
         deps[n] = tuple(ds)
 
     nodes: dict[str, GNode] = {}
-    memo: dict[Any, Any] = {}
+    memo: dict[Any, Any] | None = {} if validate else None
     hints = {n: hints_of(specs[n].func, memo) if specs[n].flow is None else {} for n in topo} if validate else {}
+    returns = {n: h["return"] for n, h in hints.items() if "return" in h}
     for n in topo:
         spec = specs[n]
-        checks: list[tuple[str, Validator]] = []
+        checks: tuple[tuple[str, Validator], ...] = ()
         check_return = None
         used = tuple(res_params.get(n, ()))
         if validate:
-            for p in spec.params:
-                if any(p.name == r for r, _ in used):
-                    continue  # a resource: never validated
-                hint = hints[n].get(p.name)
-                # A value from a node whose return hint is the same was validated on the way out.
-                if p.source in specs and "return" in hints[p.source] and hints[p.source]["return"] == hint:
-                    continue
-                if p.optional or p.alternatives or (spec.map is not None and p.name == spec.map.over):
-                    continue  # MISSING, a merge or one item of a list: checked by the function's own hint
-                v = make_validator(hint, n, p.name)
-                if v is not None:
-                    checks.append((p.name, v))
+            checks = _checks(spec, hints[n], returns, used)
             check_return = make_validator(hints[n].get("return"), n, "return")
+        down = downstream[n]
         nodes[n] = GNode(
             spec=spec,
             deps=deps[n],
             upstream=upstream[n],
-            downstream=tuple(sorted(downstream[n], key=position.__getitem__)),
-            checks=tuple(checks),
+            downstream=tuple(down) if len(down) < 2 else tuple(sorted(down, key=position.__getitem__)),
+            checks=checks,
             check_return=check_return,
             simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
             branches=branches.get(n, ()),
@@ -401,7 +397,136 @@ def _compile(
         )
     names = sorted(set(inputs_req) | set(inputs_opt))
     inputs = {i: InputInfo(i, tuple(dict.fromkeys(inputs_req.get(i, ()))), tuple(inputs_opt.get(i, ()))) for i in names}
-    return Graph(name=name, nodes=nodes, inputs=inputs, resources=bound)
+    return Graph(name=name, nodes=nodes, inputs=inputs, resources=bound, _returns=returns, _memo=memo)
+
+
+def _checks(
+    spec: NodeSpec, hints: Mapping[str, Any], returns: Mapping[str, Any], used: tuple[tuple[str, BoundResource], ...]
+) -> tuple[tuple[str, Validator], ...]:
+    """The validators of a node's parameters (``hints``: its own; ``returns``: every node's return hint)."""
+    checks: list[tuple[str, Validator]] = []
+    for p in spec.params:
+        if used and any(p.name == r for r, _ in used):
+            continue  # a resource: never validated
+        hint = hints.get(p.name)
+        # A value from a node whose return hint is the same was validated on the way out.
+        if p.source in returns and returns[p.source] == hint:
+            continue
+        if p.optional or p.alternatives or (spec.map is not None and p.name == spec.map.over):
+            continue  # MISSING, a merge or one item of a list: checked by the function's own hint
+        v = make_validator(hint, spec.name, p.name)
+        if v is not None:
+            checks.append((p.name, v))
+    return tuple(checks)
+
+
+def _wiring(spec: NodeSpec) -> tuple[Any, ...]:
+    """What of a node's declaration shapes the graph around it (its edges, inputs, branches, handler)."""
+    params = tuple((p.name, p.source, p.required, p.alternatives, p.optional) for p in spec.params)
+    options = spec.options
+    return (
+        params,
+        spec.branch,
+        spec.router,
+        spec.map,
+        spec.loop,
+        spec.flow,
+        options.get("on_failure_of"),
+        options.get("on_error", "fail"),
+    )
+
+
+def recompile(old: Graph, specs: Mapping[str, NodeSpec], redeclared: Iterable[str], validate: bool) -> Graph | None:
+    """The graph of ``specs`` when only the nodes ``redeclared`` changed since ``old`` was compiled from them.
+
+    A notebook cell that redefines a node of a big flow: each such node moved to the end of the
+    definition order (``Flow.add``) with the same wiring. Only what that touches is made again (its
+    ``GNode`` and validators, its neighbours' edge order and checks, its inputs, the order of it and
+    what is downstream of it); the result equals what ``compile_graph`` makes. None when the change
+    is more than that (new wiring, a sub-flow, a resource parameter, a hint's name rebound since):
+    the caller compiles in full.
+    """
+    if (old._memo is None) if validate else (old._memo is not None):
+        return None
+    changed = set(redeclared)
+    for n in changed:
+        g, spec = old.nodes.get(n), specs.get(n)
+        if g is None or spec is None or g.resources or spec.flow is not None or _wiring(spec) != _wiring(g.spec):
+            return None
+    if len(specs) != len(old.nodes) or (old._memo and not still_resolved(old._memo)):
+        return None
+    order = list(specs)
+    position = {n: i for i, n in enumerate(order)}
+    # The order: no node outside the redeclared ones and their descendants depends on them, so those
+    # keep their order and come first (a redeclared node is now last in definition order: it waits
+    # until nothing else is ready); the rest is ordered among itself as _compile orders a graph.
+    moved = set(changed)
+    todo = list(changed)
+    while todo:
+        for d in old.nodes[todo.pop()].downstream:
+            if d not in moved:
+                moved.add(d)
+                todo.append(d)
+    topo = [n for n in old.nodes if n not in moved]
+    indegree = {n: sum(1 for u in old.nodes[n].upstream if u in moved) for n in moved}
+    heap = [position[n] for n in moved if indegree[n] == 0]
+    heapq.heapify(heap)
+    while heap:
+        n = order[heapq.heappop(heap)]
+        topo.append(n)
+        for d in old.nodes[n].downstream:
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                heapq.heappush(heap, position[d])
+    memo = dict(old._memo) if old._memo is not None else None
+    returns = dict(old._returns)
+    hints: dict[str, Mapping[str, Any]] = {}
+    for n in changed:
+        resolved = hints[n] = hints_of(specs[n].func, memo) if validate else {}
+        if "return" in resolved:
+            returns[n] = resolved["return"]
+        else:
+            returns.pop(n, None)
+    renew = set(changed)  # the nodes whose GNode is made again: the redeclared ones and their neighbours
+    for n in changed:
+        g = old.nodes[n]
+        renew.update(g.upstream)  # the order of their downstream edges: n is last now
+        if returns.get(n, _NO_HINT) != old._returns.get(n, _NO_HINT):
+            renew.update(g.downstream)  # which checks they keep depends on n's return hint
+    made: dict[str, GNode] = {}
+    for n in renew:
+        g, spec = old.nodes[n], specs[n]
+        down = g.downstream if len(g.downstream) < 2 else tuple(sorted(g.downstream, key=position.__getitem__))
+        if n in changed:
+            own: Mapping[str, Any] = hints[n]
+            made[n] = replace(
+                g,
+                spec=spec,
+                downstream=down,
+                checks=_checks(spec, own, returns, g.resources) if validate else (),
+                check_return=make_validator(own.get("return"), n, "return") if validate else None,
+                call_mode=CallMode() if spec.auto_thread and spec.options.get("timeout") is None else None,
+            )
+        elif validate and spec.flow is None:
+            made[n] = replace(g, downstream=down, checks=_checks(spec, hints_of(spec.func, memo), returns, g.resources))
+        else:
+            made[n] = replace(g, downstream=down)
+    nodes = {n: made.get(n) or old.nodes[n] for n in topo}
+    inputs = dict(old.inputs)
+    for n in sorted(changed, key=position.__getitem__):  # each is now the last consumer of its inputs
+        required = [p.source for p in specs[n].params if p.source not in specs and p.required]
+        optional = [p.source for p in specs[n].params if p.source not in specs and not p.required]
+        for i in dict.fromkeys(required + optional):
+            info = inputs[i]
+            inputs[i] = InputInfo(
+                i,
+                tuple(dict.fromkeys([*(c for c in info.required_by if c != n), *(n for r in required if r == i)])),
+                (*(c for c in info.optional_for if c != n), *(n for o in optional if o == i)),
+            )
+    return Graph(old.name, nodes, inputs, old.resources, _returns=returns, _memo=memo)
+
+
+_NO_HINT: Any = object()
 
 
 def bind_resources(resources: Mapping[str, ResourceSpec], specs: Mapping[str, NodeSpec]) -> dict[str, BoundResource]:
@@ -483,8 +608,6 @@ def with_subflow_params(spec: NodeSpec) -> NodeSpec:
     """A sub-flow node's parameters are the sub-flow's current inputs (it may have been edited)."""
     if spec.flow is None:
         return spec
-    from dataclasses import replace
-
     from nbflow._dsl.spec import wire_params
 
     child: Any = spec.flow

@@ -6,9 +6,9 @@ written); applying them is the engine's (``engine/policy.py``), imported at the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.errors import FlowDefinitionError, _suggest
@@ -19,7 +19,7 @@ from nbflow._graph.graph import Graph
 if TYPE_CHECKING:
     from nbflow._engine.caching import CachePlan
 
-__all__ = ["NO_POLICIES", "FlowPolicies", "NodePolicy", "build_policies"]
+__all__ = ["NO_POLICIES", "FlowPolicies", "NodePolicy", "build_policies", "update_policies"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,26 +66,8 @@ def build_policies(
         opts = g.spec.options
         if not opts and default_retry is None:
             continue  # no option and no flow default: the plain policy, which no node keeps
-        retry = opts.get("retry", default_retry)
-        if retry is False:
-            retry = None
-        uses: tuple[str, ...] = opts.get("uses", ())
-        for u in uses:
-            if u not in limits:
-                raise FlowDefinitionError(
-                    f"node {name!r}: uses={u!r} names no limit of flow {graph.name!r}{_suggest(u, limits)}; "
-                    f"declare it with nf.Flow(..., limits={{{u!r}: nf.Limit(...)}}); "
-                    f"known limits: {', '.join(sorted(limits)) or '(none)'}"
-                )
-        on_error = opts.get("on_error", "fail")
-        pol = NodePolicy(
-            retry=retry if isinstance(retry, Retry) and retry.attempts > 1 else None,
-            timeout=opts.get("timeout"),
-            on_error=on_error,
-            # Sorted by name: nodes taking several limits always take them in the same order (no deadlock).
-            limits=tuple(limits[u] for u in sorted(set(uses))),
-        )
-        if pol != NodePolicy():
+        pol = _node_policy(graph.name, name, opts, default_retry, limits)
+        if pol is not None:
             nodes[name] = pol
         target = opts.get("on_failure_of")
         if target is not None:
@@ -103,3 +85,53 @@ def build_policies(
             handler_of[target] = name
             handles[name] = target
     return FlowPolicies(nodes, handler_of, handles, clock)
+
+
+def _node_policy(
+    flow: str, name: str, opts: Mapping[str, Any], default_retry: Retry | None, limits: Mapping[str, Limit]
+) -> NodePolicy | None:
+    """A node's policy from its options and the flow's defaults (None: the plain one)."""
+    retry = opts.get("retry", default_retry)
+    if retry is False:
+        retry = None
+    uses: tuple[str, ...] = opts.get("uses", ())
+    for u in uses:
+        if u not in limits:
+            raise FlowDefinitionError(
+                f"node {name!r}: uses={u!r} names no limit of flow {flow!r}{_suggest(u, limits)}; "
+                f"declare it with nf.Flow(..., limits={{{u!r}: nf.Limit(...)}}); "
+                f"known limits: {', '.join(sorted(limits)) or '(none)'}"
+            )
+    on_error = opts.get("on_error", "fail")
+    pol = NodePolicy(
+        retry=retry if isinstance(retry, Retry) and retry.attempts > 1 else None,
+        timeout=opts.get("timeout"),
+        on_error=on_error,
+        # Sorted by name: nodes taking several limits always take them in the same order (no deadlock).
+        limits=tuple(limits[u] for u in sorted(set(uses))),
+    )
+    return None if pol == NodePolicy() else pol
+
+
+def update_policies(
+    old: FlowPolicies,
+    graph: Graph,
+    redeclared: Iterable[str],
+    default_retry: Retry | None,
+    limits: Mapping[str, Limit],
+    clock: Clock,
+) -> FlowPolicies:
+    """``build_policies`` after ``recompile``: only the redeclared nodes' policies are made again.
+
+    Their failure handling is unchanged (``recompile`` asks for the same ``on_failure_of`` and
+    ``on_error``), so the handlers stand; the flow's defaults are the ones ``old`` was built with.
+    """
+    nodes = dict(old.nodes)
+    for name in redeclared:
+        opts = graph.nodes[name].spec.options
+        pol = _node_policy(graph.name, name, opts, default_retry, limits) if opts or default_retry else None
+        if pol is None:
+            nodes.pop(name, None)
+        else:
+            nodes[name] = pol
+    return FlowPolicies(nodes, old.handler_of, old.handles, clock, old.cache)

@@ -17,7 +17,7 @@ from typing import Any
 
 from nbflow._core.errors import TypeValidationError
 
-__all__ = ["Validator", "admits_none", "build_pending", "hints_of", "make_validator", "pending"]
+__all__ = ["Validator", "admits_none", "build_pending", "hints_of", "make_validator", "pending", "still_resolved"]
 
 Validator = Callable[[Any], Any]
 
@@ -51,7 +51,9 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> di
     resolution of each annotation between the plain functions of one module: many nodes made in a
     loop, or a cell of many ``def``s, resolve ``"int"`` or ``list[Doc]`` once, not once each (a
     string annotation costs a ``compile``; ``typing.get_type_hints`` a dozen calls per function).
-    What a plain class annotates is taken as is (``get_type_hints`` would give it back unchanged).
+    It maps ``(id(module namespace), annotation)`` to ``(namespace, resolved)``: a recompile checks
+    with ``still_resolved`` that each resolves the same. What a plain class annotates is taken as is
+    (``get_type_hints`` would give it back unchanged).
     """
     if memo is None or type(func) is not FunctionType or "__wrapped__" in func.__dict__:
         return _hints_of(func)
@@ -66,20 +68,21 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> di
             continue
         try:
             key = (id(namespace), value)
-            found = memo.get(key, _UNSEEN)
+            seen = memo.get(key)
         except TypeError:  # an unhashable annotation: resolved on its own
-            key, found = None, _UNSEEN
-        if found is _UNSEEN:
+            key, seen = None, None
+        if seen is not None:
+            found = seen[1]
+        else:
             found = _resolve(value, namespace)
             if key is not None:
-                memo[key] = found
+                memo[key] = (namespace, found)
         if found is _UNRESOLVED:  # as get_type_hints failing: keep what is not a string
             return {n: a for n, a in annotations.items() if not isinstance(a, str)}
         hints[name] = found
     return hints
 
 
-_UNSEEN: Any = object()
 _UNRESOLVED: Any = object()
 _STUB = (lambda: None).__code__
 
@@ -92,6 +95,17 @@ def _resolve(annotation: Any, namespace: dict[str, Any]) -> Any:
         return typing.get_type_hints(stub)["hint"]
     except Exception:
         return _UNRESOLVED
+
+
+def still_resolved(memo: dict[Any, Any]) -> bool:
+    """Whether every annotation of ``memo`` resolves as it did (a notebook may rebind a hint's name)."""
+    for (_, annotation), (namespace, found) in memo.items():
+        try:
+            if _resolve(annotation, namespace) != found:
+                return False
+        except Exception:
+            return False
+    return True
 
 
 def _hints_of(func: Callable[..., Any]) -> dict[str, Any]:
