@@ -190,3 +190,30 @@ def test_pandas_first_then_nbflow_has_the_accessor_at_once():
     code = "import pandas as pd\nimport nbflow\nprint(hasattr(pd.DataFrame(), 'nbflow'))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# What a script's plain run must not load (issue 35's cold start): the frame, the notebook views, drawing,
+# storage and tracing are for the runs that ask for them.
+NOT_ON_RUN = (
+    "pandas",
+    "numpy",
+    "ipywidgets",
+    "IPython",
+    "graphviz",
+    "sqlite3",
+    "opentelemetry",
+    "cloudpickle",
+    "distributed",
+    "nbflow._notebook",
+    "nbflow.widgets",
+    "nbflow._batch.api",
+    "nbflow._store.checkpoint",
+    "nbflow.otel",
+)
+
+
+def test_a_scripts_first_run_loads_no_frame_view_drawing_store_or_tracing():
+    ran = _DEFINE + "assert flow.run(path='abc', scale=2.0)['report'] == '6.0 1'\n"
+    assert _loaded_after(ran, NOT_ON_RUN) == []
+    # the probe sees them when a run asks: show=True prints its progress through the notebook module
+    assert _loaded_after(_DEFINE + "flow.run(path='abc', show=True)\n", NOT_ON_RUN) == ["nbflow._notebook"]

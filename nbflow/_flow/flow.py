@@ -98,6 +98,8 @@ class _Elsewhere:
 
 
 def _auto_show(run: Run, handle: RunHandle | None, show: Any) -> None:
+    if not show and not in_kernel():  # a script's run shows nothing unless asked: not even an import
+        return
     from nbflow._notebook import auto_show
 
     auto_show(run, handle, show)
