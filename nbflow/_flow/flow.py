@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from nbflow._core import present
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.config import config
 from nbflow._core.errors import (
@@ -80,6 +81,13 @@ def _load_engine() -> None:
     from nbflow._record.run import Run
 
     _engine_loaded = True
+
+
+def _load_notebook() -> None:
+    import nbflow._notebook  # noqa: F401  (installs the presenter records display with)
+
+
+present.set_loader(_load_notebook)  # a script's run imports the notebook layer only when displayed
 
 
 class _Elsewhere:
