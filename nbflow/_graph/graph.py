@@ -31,7 +31,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+# Dep and GNode are made per parameter and per node by every compile, and never changed after: not
+# frozen=True, whose __init__ (object.__setattr__ per field) made each of them 5-10x slower to build,
+# most of compiling a big flow. Treat them as read-only; Dep stays hashable.
+@dataclass(slots=True, unsafe_hash=True)
 class Dep:
     """Parameter ``param`` is fed by ``source``: a node when ``is_node``, else a flow input."""
 
@@ -69,7 +72,7 @@ class BoundResource:
         return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GNode:
     """A node in the compiled graph, with its edges and validators resolved."""
 
