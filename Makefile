@@ -99,6 +99,8 @@ bench: setup
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/batch_throughput.py
 	$(PY) benchmarks/tracing_overhead.py
+	$(PY) benchmarks/build_compile.py --sizes 1000 --cycle 30000
+	$(PY) benchmarks/import_cost.py
 
 clean:
 	rm -rf site dist build .cache/mkdocs-jupyter
