@@ -72,9 +72,13 @@ async def baseline_build(n: int) -> list[asyncio.Task[int]]:
     return tasks
 
 
+STRING_HINTS = False  # --string-hints: the cells start with `from __future__ import annotations`
+
+
 def define_cell(n: int, graph: bool = True) -> Any:
     """The byte code of a notebook cell declaring an N-node chain with ``@flow.node`` (then compiling it)."""
-    lines = ["flow = nf.Flow('chain')", "@flow.node", "def n0(x: int) -> int:", "    return x"]
+    lines = ["from __future__ import annotations"] if STRING_HINTS else []
+    lines += ["flow = nf.Flow('chain')", "@flow.node", "def n0(x: int) -> int:", "    return x"]
     for i in range(1, n):
         lines += ["@flow.node", f"def n{i}(n{i - 1}: int) -> int:", f"    return n{i - 1} + 1"]
     if graph:
@@ -251,9 +255,14 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     parser.add_argument("--cycle", type=int, nargs="*", default=[30_000])
     parser.add_argument("--define", type=int, nargs="*", default=[1_000], help="notebook-cell sizes (issue 35)")
+    parser.add_argument(
+        "--string-hints", action="store_true", help="the cells under `from __future__ import annotations`"
+    )
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    global STRING_HINTS
+    STRING_HINTS = args.string_hints
     build_flow(50).graph  # noqa: B018  (imports and caches outside the timing)
     out: dict[str, Any] = {"define": [], "build": [], "compile": [], "cycle": []}
     for n in args.define:
