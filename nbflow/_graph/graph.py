@@ -471,16 +471,21 @@ def recompile(old: Graph, specs: Mapping[str, NodeSpec], redeclared: Iterable[st
                 moved.add(d)
                 todo.append(d)
     topo = [n for n in old.nodes if n not in moved]
-    indegree = {n: sum(1 for u in old.nodes[n].upstream if u in moved) for n in moved}
-    heap = [position[n] for n in moved if indegree[n] == 0]
-    heapq.heapify(heap)
-    while heap:
-        n = order[heapq.heappop(heap)]
-        topo.append(n)
-        for d in old.nodes[n].downstream:
-            indegree[d] -= 1
-            if indegree[d] == 0:
-                heapq.heappush(heap, position[d])
+    if len(changed) == 1 and all(u in moved for n in moved - changed for u in old.nodes[n].upstream):
+        # One source, and nothing outside waited on: the old order of those nodes is the one _compile makes
+        # (what decided it was already among them), so they keep it.
+        topo += [n for n in old.nodes if n in moved]
+    else:
+        indegree = {n: sum(1 for u in old.nodes[n].upstream if u in moved) for n in moved}
+        heap = [position[n] for n in moved if indegree[n] == 0]
+        heapq.heapify(heap)
+        while heap:
+            n = order[heapq.heappop(heap)]
+            topo.append(n)
+            for d in old.nodes[n].downstream:
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    heapq.heappush(heap, position[d])
     memo = dict(old._memo) if old._memo is not None else None
     returns = dict(old._returns)
     hints: dict[str, Mapping[str, Any]] = {}
