@@ -54,7 +54,7 @@ def shape(flow: nf.Flow) -> dict[str, Any]:
 
 def fresh(flow: nf.Flow) -> nf.Flow:
     """The same nodes declared once each, in the flow's definition order: compiled in full."""
-    again = nf.Flow(flow.name)
+    again = nf.Flow(flow.name, validate=flow.validate)
     for name, spec in flow.nodes.items():
         again._specs[name] = spec
     again._changed()
@@ -90,7 +90,7 @@ def edits(draw):
             max_size=4,
         )
     )
-    return nodes, order, redefs
+    return nodes, order, redefs, draw(st.booleans())
 
 
 def declare(flow: nf.Flow, i: int, nd: dict[str, Any], ret: str | None, rewire: bool = False, retry: Any = None):
@@ -104,8 +104,8 @@ def declare(flow: nf.Flow, i: int, nd: dict[str, Any], ret: str | None, rewire: 
 @settings(max_examples=120, deadline=None)
 @given(edits())
 def test_a_redefinition_compiles_to_what_a_full_compile_makes(case):
-    nodes, order, redefs = case
-    flow = nf.Flow("f")
+    nodes, order, redefs, validate = case
+    flow = nf.Flow("f", validate=validate)
     for i in order:
         declare(flow, i, nodes[i], nodes[i]["ret"], retry=nodes[i]["retry"])
     flow.graph  # noqa: B018
