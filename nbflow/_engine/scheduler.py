@@ -492,8 +492,9 @@ class _Scheduler:
         finally:
             where.i = -1
             self.in_flight -= 1
-            ACTIVE.pop(where.task, None)
-            self.tasks.discard(where.task)
+            task, where.task = where.task, None  # (the task's context holds ``where``: no cycle for the collector)
+            ACTIVE.pop(task, None)
+            self.tasks.discard(task)
             self.check_finished()
 
     def node_loop(self, i: int, where: WorkerContext) -> Coroutine[Any, Any, None]:
