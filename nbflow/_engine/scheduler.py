@@ -477,12 +477,19 @@ class _Scheduler:
     def pump(self) -> None:
         if self.run._pause_requested:
             return  # paused from outside: nodes in flight finish, no new one starts
-        while self.ready and self.in_flight < self.cap:
+        ready = self.ready
+        if not ready or self.in_flight >= self.cap:
+            return
+        create_task = asyncio.get_running_loop().create_task  # (once: a fan-out pumps hundreds of workers)
+        worker = self.worker
+        run = self.run
+        tasks = self.tasks
+        while ready and self.in_flight < self.cap:
             self.in_flight += 1
-            where = WorkerContext(self.run)  # for nf.ask() and nf.usage(): which node this task runs
-            task = where.task = asyncio.get_running_loop().create_task(self.worker(self.ready.popleft(), where))
+            where = WorkerContext(run)  # for nf.ask() and nf.usage(): which node this task runs
+            task = where.task = create_task(worker(ready.popleft(), where))
             ACTIVE[task] = where
-            self.tasks.add(task)
+            tasks.add(task)
 
     # --- running ---------------------------------------------------------------------------------
     async def worker(self, i: int, where: WorkerContext) -> None:
