@@ -23,10 +23,13 @@ import argparse
 import asyncio
 import json
 import os
+import pathlib
 import statistics
 import subprocess
 import sys
 from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # io_fanout: the same DAG and baseline
 
 WAIT = 0.001
 
@@ -42,43 +45,16 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-async def baseline(n: int) -> int:
-    async def src() -> int:
-        return 0
-
-    async def mid(x: int) -> int:
-        await asyncio.sleep(WAIT)
-        return x + 1
-
-    async def sink(*xs: int) -> int:
-        return sum(xs)
-
-    s = await src()
-    outs = await asyncio.gather(*(mid(s) for _ in range(n)))
-    return await sink(*outs)
-
-
 def fan_flow(n: int, validate: bool = True) -> Any:
-    import nbflow as nf
+    from io_fanout import async_flow  # (imports nbflow: not before the process measures what it had)
 
-    flow = nf.Flow(f"fan_memory_{n}", validate=validate)
+    return async_flow(n, WAIT, validate)
 
-    async def src() -> int:
-        return 0
 
-    flow.add(src, name="src")
-    for i in range(n):
+async def baseline(n: int) -> int:
+    from io_fanout import baseline_async
 
-        async def mid(src: int) -> int:
-            await asyncio.sleep(WAIT)
-            return src + 1
-
-        flow.add(mid, name=f"m{i}")
-    names = [f"m{i}" for i in range(n)]
-    ns: dict[str, Any] = {}
-    exec(f"async def sink({', '.join(names)}):\n    return {' + '.join(names)}", ns)
-    flow.add(ns["sink"], name="sink")
-    return flow
+    return await baseline_async(n, WAIT)
 
 
 def _one_node_run() -> None:

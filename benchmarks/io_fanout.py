@@ -29,9 +29,10 @@ import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nbflow as nf
+if TYPE_CHECKING:
+    import nbflow as nf
 
 THREADS = 40  # nbflow's worker threads are capped by anyio's default thread limiter: the baseline's pool
 
@@ -46,8 +47,10 @@ def _sink_source(n: int, is_async: bool) -> Callable[..., Any]:
     return sink
 
 
-def async_flow(n: int, wait: float) -> nf.Flow:
-    flow = nf.Flow(f"io_async_{n}")
+def async_flow(n: int, wait: float, validate: bool = True) -> nf.Flow:
+    import nbflow as nf  # (here: fanout_memory.py's baseline process imports this module without nbflow)
+
+    flow = nf.Flow(f"io_async_{n}", validate=validate)
 
     async def src() -> int:
         return 0
@@ -65,6 +68,8 @@ def async_flow(n: int, wait: float) -> nf.Flow:
 
 
 def sync_flow(n: int, wait: float) -> nf.Flow:
+    import nbflow as nf
+
     flow = nf.Flow(f"io_sync_{n}")
 
     def src() -> int:
@@ -119,6 +124,8 @@ def baseline_sync(pool: concurrent.futures.Executor) -> Callable[[int, float], A
 
 
 async def measure(ns: list[int], wait: float, repeat: int, shapes: list[str]) -> list[dict[str, Any]]:
+    import nbflow as nf
+
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
     rows = []
     for shape in shapes:
