@@ -99,6 +99,8 @@ bench: setup
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/batch_throughput.py
 	$(PY) benchmarks/tracing_overhead.py
+	$(PY) benchmarks/io_fanout.py
+	$(PY) benchmarks/fanout_memory.py
 
 clean:
 	rm -rf site dist build .cache/mkdocs-jupyter
