@@ -91,6 +91,7 @@ class _Lease:
 
 
 _lanes: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
+_feeders: set[asyncio.Task[None]] = set()  # the running ``_feed`` tasks
 
 
 class _Worker(threading.Thread):
@@ -119,7 +120,7 @@ class _Worker(threading.Thread):
                 loop, future = call.loop, call.future
                 result: Any = NOT_RUN
                 error: BaseException | None = None
-                if not future.cancelled() and (call.unless is None or not call.unless()):
+                if not future.cancelled() and not _unwanted(call):
                     # (cancelled before it started, or no longer wanted: not run at all)
                     if loop is not self.claimed:
                         self._claim(loop)  # (never raises: a claim is a convenience, the call runs anyway)
@@ -194,6 +195,16 @@ def _load_claim() -> Callable[[asyncio.AbstractEventLoop], contextlib.AbstractCo
     return _CLAIM[0]
 
 
+def _unwanted(call: _Call) -> bool:
+    """In the thread: whether ``call.unless`` says the call is no longer needed (if it raises: it is)."""
+    if call.unless is None:
+        return False
+    try:
+        return call.unless()
+    except Exception:  # (the call is made: a question about it never loses it)
+        return False
+
+
 def _give_back(lease: _Lease) -> None:
     """On the loop: a thread found no call waiting for ``lease``'s token; one may have come meanwhile."""
     with _lock:
@@ -217,7 +228,9 @@ def _start_waiting(lane: _Lane) -> None:
         except anyio.WouldBlock:
             if not lane.feeding:
                 lane.feeding = True
-                asyncio.get_running_loop().create_task(_feed(lane))
+                task = asyncio.get_running_loop().create_task(_feed(lane))
+                _feeders.add(task)  # (a task only the loop's weak set knows of may be collected mid-wait)
+                task.add_done_callback(_feeders.discard)
             return
         if not _hand(lane, lease):
             return
@@ -297,7 +310,7 @@ async def run_in_thread(func: Callable[[], Any], unless: Callable[[], bool] | No
         if not lane.feeding:
             _start_waiting(lane)
     else:
-        if unless is not None and unless():
+        if _unwanted(call):
             limiter.release_on_behalf_of(lease)
             return NOT_RUN
         call.lease = lease
