@@ -196,12 +196,12 @@ def _load_claim() -> Callable[[asyncio.AbstractEventLoop], contextlib.AbstractCo
 
 
 def _unwanted(call: _Call) -> bool:
-    """In the thread: whether ``call.unless`` says the call is no longer needed (if it raises: it is)."""
+    """Whether ``call.unless`` says the call is no longer needed (if it raises: the call is made)."""
     if call.unless is None:
         return False
     try:
         return call.unless()
-    except Exception:  # (the call is made: a question about it never loses it)
+    except Exception:  # (a question about the call never loses it)
         return False
 
 
