@@ -101,6 +101,8 @@ bench: setup
 	$(PY) benchmarks/tracing_overhead.py
 	$(PY) benchmarks/build_compile.py --sizes 1000 --cycle 30000
 	$(PY) benchmarks/import_cost.py
+	$(PY) benchmarks/io_fanout.py
+	$(PY) benchmarks/fanout_memory.py
 
 clean:
 	rm -rf site dist build .cache/mkdocs-jupyter

@@ -120,7 +120,12 @@ class _Program:
         self.gnodes = [nodes[n] for n in names]
         self.waiting = [plan.waiting[n] for n in names]
         self.roots = [i for i, left in enumerate(self.waiting) if not left]
-        self.down = [tuple(index[d] for d in g.downstream if d in index) for g in self.gnodes]
+        # Equal tuples are made once (``same``): a fan-out's branches share their wiring (one tuple each,
+        # not one per branch: ~0.25 KB a node of a 1,000-node fan-out, kept as long as the plan).
+        same: dict[Any, Any] = {}
+        self.down = [
+            same.setdefault(t, t) for t in (tuple(index[d] for d in g.downstream if d in index) for g in self.gnodes)
+        ]
         # A simple node whose upstreams all succeeded is ready without looking at them (see ``bad``).
         self.simple = [g.simple for g in self.gnodes]
         # The lean path (lean.py): plain nodes, no resources, not in a worker process.
@@ -137,14 +142,16 @@ class _Program:
         for g in self.gnodes:
             fed = g.simple and all(d.source in index for d in g.deps if d.is_node)
             by_nodes = fed and bool(g.deps) and all(d.is_node for d in g.deps)
-            deps.append(
+            fed_by = (
                 tuple((d.param, index[d.source] if d.is_node else d.source, d.is_node) for d in g.deps) if fed else None
             )  # None: merges, optional inputs: gather_kwargs reads the records
-            one.append(
+            deps.append(same.setdefault(fed_by, fed_by))
+            single = (
                 (g.deps[0].param, index[g.deps[0].source], _positional(g.spec.func, (g.deps[0].param,)))
                 if by_nodes and len(g.deps) == 1
                 else None
             )
+            one.append(same.setdefault(single, single))
             params = tuple(d.param for d in g.deps)
             many.append(
                 (params, itemgetter(*(index[d.source] for d in g.deps)), _positional(g.spec.func, params))
@@ -470,12 +477,19 @@ class _Scheduler:
     def pump(self) -> None:
         if self.run._pause_requested:
             return  # paused from outside: nodes in flight finish, no new one starts
-        while self.ready and self.in_flight < self.cap:
+        ready = self.ready
+        if not ready or self.in_flight >= self.cap:
+            return
+        create_task = asyncio.get_running_loop().create_task  # (once: a fan-out pumps hundreds of workers)
+        worker = self.worker
+        run = self.run
+        tasks = self.tasks
+        while ready and self.in_flight < self.cap:
             self.in_flight += 1
-            where = WorkerContext(self.run)  # for nf.ask() and nf.usage(): which node this task runs
-            task = where.task = asyncio.get_running_loop().create_task(self.worker(self.ready.popleft(), where))
+            where = WorkerContext(run)  # for nf.ask() and nf.usage(): which node this task runs
+            task = where.task = create_task(worker(ready.popleft(), where))
             ACTIVE[task] = where
-            self.tasks.add(task)
+            tasks.add(task)
 
     # --- running ---------------------------------------------------------------------------------
     async def worker(self, i: int, where: WorkerContext) -> None:
@@ -492,8 +506,9 @@ class _Scheduler:
         finally:
             where.i = -1
             self.in_flight -= 1
-            ACTIVE.pop(where.task, None)
-            self.tasks.discard(where.task)
+            task, where.task = where.task, None  # (the task's context holds ``where``: no cycle for the collector)
+            ACTIVE.pop(task, None)
+            self.tasks.discard(task)
             self.check_finished()
 
     def node_loop(self, i: int, where: WorkerContext) -> Coroutine[Any, Any, None]:
