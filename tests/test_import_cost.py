@@ -217,3 +217,29 @@ def test_a_scripts_first_run_loads_no_frame_view_drawing_store_or_tracing():
     assert _loaded_after(ran, NOT_ON_RUN) == []
     # the probe sees them when a run asks: show=True prints its progress through the notebook module
     assert _loaded_after(_DEFINE + "flow.run(path='abc', show=True)\n", NOT_ON_RUN) == ["nbflow._notebook"]
+
+
+_BUILTIN_HINTS = """
+import nbflow as nf
+flow = nf.Flow("b")
+@flow.node
+def a(x: int, name: str = "n") -> int:
+    return x + len(name)
+@flow.node
+def b(a: int) -> float:
+    return a * 2
+"""
+
+
+def test_a_run_whose_values_have_their_builtin_hints_does_not_import_pydantic():
+    # b returns an int for its float hint: converted as pydantic's lax mode does, without pydantic
+    ran = _BUILTIN_HINTS + "out = flow.run(x=1)['b']\nassert out == 4.0 and type(out) is float, out\n"
+    assert _loaded_after(ran, ("pydantic",)) == []
+    # a value of another type is converted (or refused) by pydantic, imported then
+    converted = _BUILTIN_HINTS + "assert flow.run(x='2')['b'] == 6.0\n"
+    assert _loaded_after(converted, ("pydantic",)) == ["pydantic"]
+    refused = _BUILTIN_HINTS + (
+        "try:\n    flow.run(x='two')\nexcept nf.TypeValidationError as e:\n    assert \"parameter 'x'\" in str(e)\n"
+        "else:\n    raise AssertionError('not refused')\n"
+    )
+    assert _loaded_after(refused, ("pydantic",)) == ["pydantic"]

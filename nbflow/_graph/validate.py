@@ -3,7 +3,9 @@
 Compiling a flow makes the validators but builds no adapter (pydantic's import alone is ~100 ms and
 10 MiB, more than defining a flow should cost): the hints wait in ``_pending`` until the first run
 builds them all at once (``build_pending``, before any node starts, so no node's ``timeout=`` pays
-for it), or until a validator is first called, whichever comes first.
+for it), or until a validator is first called, whichever comes first. The exact builtin hints (``int``,
+``float``, ``str``, ``bool``, ``bytes``) are not pending: their values pass by a type check, and the
+adapter is built (pydantic imported) only when a value of another type must be converted or refused.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ Validator = Callable[[Any], Any]
 _NO_CHECK = {inspect.Parameter.empty, Any, object, None.__class__}
 # Hints whose exact-type values pass pydantic unchanged (lax mode only converts other types).
 _EXACT = frozenset({int, float, str, bool, bytes})
+_FLOAT_INT = 2**53  # ints a float holds exactly; pydantic decides the others
 # Hints of validators made since the last build: a set of hints, not of validators, so compiling
 # and dropping graphs without running them keeps at most one entry per distinct hint.
 _pending: set[Any] = set()
@@ -151,15 +154,20 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
         hash(hint)
     except TypeError:  # unhashable hint: never checked (the adapters are cached by hint)
         return None
-    _pending.add(hint)
-    expected = hint_text(hint)
     exact = hint if hint in _EXACT else None
+    if exact is None:
+        _pending.add(hint)
+    # An exact builtin hint builds its adapter only when a value of another type comes (a str given for
+    # an int): a run whose values all have their hinted types never imports pydantic (~100 ms, ~14 MB).
+    expected = hint_text(hint)
     validate: Validator | None = None  # the adapter's core validator, bound on the first check
 
     def check(value: Any) -> Any:
         nonlocal validate
         if type(value) is exact:  # a value of exactly the hinted builtin type: pydantic returns it as is
             return value
+        if exact is float and type(value) is int and -_FLOAT_INT < value < _FLOAT_INT:
+            return float(value)  # what pydantic's lax mode gives, without importing it
         if validate is None:
             adapter = _adapter(hint)  # built by build_pending at the run's start, or now
             # The core validator directly: TypeAdapter.validate_python adds a wrapper layer per call.
