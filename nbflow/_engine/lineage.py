@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["code_versions", "environment", "git_commit", "lineage_of"]
+__all__ = ["code_versions", "environment", "git_commit", "lineage_of", "node_inputs"]
 
 _VALUE_TEXT = 120  # longest value shown (the data version identifies it whole)
 
@@ -172,21 +172,36 @@ def lineage_of(run: Run) -> dict[str, Any]:
         if rec.status is NodeStatus.SUCCEEDED:
             cached = rec._cache_id
             outputs[name] = cached if isinstance(cached, str) else _version(rec.output)
-        params = []
-        given = {d.param: d for d in g.deps}
-        for p in g.spec.params:
-            dep = given.get(p.name)
-            if dep is None:
-                continue  # a resource
-            if dep.is_node:
-                up = next((a for a in (dep.alternatives or (dep.source,)) if a in outputs), dep.source)
-                params.append([p.name, up, "node", None, outputs.get(up)])
-            elif dep.source in run.inputs:
-                value = run.inputs[dep.source]
-                secret = isinstance(value, Secret) or is_secret_name(dep.source)
-                version = None if secret else _version(value)
-                params.append([p.name, dep.source, "input", _shown(dep.source, value, redact), version])
-            elif p.default is not MISSING:
-                params.append([p.name, dep.source, "default", _shown(p.name, p.default, redact), _version(p.default)])
+        params = node_inputs(graph, name, run.inputs, outputs, redact)
         nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
     return {"env": environment(graph), "nodes": nodes}
+
+
+def node_inputs(
+    graph: Graph, name: str, inputs: Mapping[str, Any], outputs: Mapping[str, str | None], redact: Redactor
+) -> list[list[Any]]:
+    """Where each parameter of node ``name`` came from: ``[parameter, source, kind, value, data version]`` with
+    ``kind`` ``node`` (``outputs``: the upstream nodes' output versions), ``input`` (the run's ``inputs``) or
+    ``default``; ``value`` a short redacted repr (None for a node's output), a secret's version None."""
+    g = graph.nodes[name]
+    params: list[list[Any]] = []
+    given = {d.param: d for d in g.deps}
+    for p in g.spec.params:
+        dep = given.get(p.name)
+        if dep is None:
+            continue  # a resource
+        if dep.is_node:
+            up = next((a for a in (dep.alternatives or (dep.source,)) if a in outputs), dep.source)
+            params.append([p.name, up, "node", None, outputs.get(up)])
+        elif dep.source in inputs:
+            value = inputs[dep.source]
+            secret = (
+                isinstance(value, Secret)
+                or is_secret_name(dep.source)
+                or (isinstance(value, str) and redact(value) != value)
+            )
+            version = None if secret else _version(value)
+            params.append([p.name, dep.source, "input", _shown(dep.source, value, redact), version])
+        elif p.default is not MISSING:
+            params.append([p.name, dep.source, "default", _shown(p.name, p.default, redact), _version(p.default)])
+    return params

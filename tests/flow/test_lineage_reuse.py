@@ -56,3 +56,58 @@ def test_a_reused_node_records_the_inputs_it_was_fed_by_reference(tmp_path: Path
     assert got["raw", "seed"] == ("input", "2") and got["raw", "noise"] == ("default", "0.1")
     rows = {(r.node, r.parameter): r for r in lin.itertuples()}
     assert rows["score", "raw"].data_version == rows["raw", "n"].output_version  # the chain is whole
+
+
+def test_every_span_of_a_node_carries_its_resolved_inputs_defaults_and_versions() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    flow = nf.Flow("traced", retry=nf.Retry(attempts=2, backoff=0.01), clock=nf.FakeClock())
+    calls = {"n": 0}
+
+    @flow.node
+    def raw(n: int, api_key: str, noise: float = 0.1, seed: int = 0) -> list[float]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionError("flaky")
+        return [i * noise + seed for i in range(n)]
+
+    @flow.node
+    def score(raw: list[float], scale: int = 3) -> float:
+        return sum(raw) * scale
+
+    run = flow.run(n=4, api_key="sk-never-shown-123", trace=provider)
+    lin = {(r.node, r.parameter): r for r in run.lineage().itertuples()}
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("node ")]
+    raws = [dict(s.attributes or {}) for s in spans if s.name == "node raw"]
+    assert len(raws) == 2  # the failed attempt's span too
+    for attrs in raws:
+        assert attrs["nbflow.input.noise"] == "0.1" and attrs["nbflow.input.noise.kind"] == "default"
+        assert attrs["nbflow.input.seed"] == "0" and attrs["nbflow.input.seed.kind"] == "default"
+        assert attrs["nbflow.input.n"] == "4" and attrs["nbflow.input.n.kind"] == "input"
+        assert attrs["nbflow.input.noise.version"] == lin["raw", "noise"].data_version
+        assert attrs["nbflow.input.api_key"] == "[REDACTED]" and "nbflow.input.api_key.version" not in attrs
+        assert attrs["nbflow.code_version"] == lin["raw", "n"].code_version
+    (s,) = [dict(s.attributes or {}) for s in spans if s.name == "node score"]
+    assert s["nbflow.input.scale"] == "3" and s["nbflow.input.scale.kind"] == "default"
+    assert s["nbflow.input.raw.kind"] == "node" and s["nbflow.input.raw.source"] == "raw"
+    assert s["nbflow.input.raw.version"] == lin["score", "raw"].data_version == lin["raw", "n"].output_version
+    assert "sk-never-shown-123" not in repr([dict(x.attributes or {}) for x in exporter.get_finished_spans()])
+
+    # A node that did not run (its cached output) has one instant span carrying the same.
+    cached = nf.Flow("cached_trace", cache=True)
+
+    @cached.node
+    def f(x: int, k: int = 5) -> int:
+        return x * k
+
+    cached.run(x=2)
+    exporter.clear()
+    cached.run(x=2, trace=provider)
+    (c,) = [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name == "node f"]
+    assert c["nbflow.cached"] is True and c["nbflow.input.k"] == "5" and c["nbflow.input.k.kind"] == "default"
+    assert c["nbflow.code_version"] and c["nbflow.output_version"]
