@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import nbflow as nf
 
@@ -56,6 +57,10 @@ def test_a_reused_node_records_the_inputs_it_was_fed_by_reference(tmp_path: Path
     assert got["raw", "seed"] == ("input", "2") and got["raw", "noise"] == ("default", "0.1")
     rows = {(r.node, r.parameter): r for r in lin.itertuples()}
     assert rows["score", "raw"].data_version == rows["raw", "n"].output_version  # the chain is whole
+    # A frame's row answers the same through the accessor (its run kept in the store: keep="all").
+    assert again.nbflow.lineage(1, "score")[["node", "parameter", "kind", "value"]].equals(
+        lin[["node", "parameter", "kind", "value"]]
+    )
 
 
 def test_every_span_of_a_node_carries_its_resolved_inputs_defaults_and_versions() -> None:
@@ -111,3 +116,105 @@ def test_every_span_of_a_node_carries_its_resolved_inputs_defaults_and_versions(
     (c,) = [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name == "node f"]
     assert c["nbflow.cached"] is True and c["nbflow.input.k"] == "5" and c["nbflow.input.k.kind"] == "default"
     assert c["nbflow.code_version"] and c["nbflow.output_version"]
+
+
+PIPE_MODULE = """
+import nbflow as nf
+import pandas as pd
+import pytest
+
+flow = nf.Flow("pipe")
+
+@flow.node
+def raw(n: int, noise: float = 0.1, seed: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"x": [(i * 7 + seed) % 5 * noise for i in range(n * 100)]})
+
+@flow.node
+def score(raw: pd.DataFrame, api_key: str) -> float:
+    return float(raw["x"].sum())
+"""
+
+
+def _run_python(cwd: Path, code: str) -> str:
+    import subprocess
+    import sys
+    import textwrap
+
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_row_whose_run_was_not_kept_still_answers_which_code_and_data_made_it(tmp_path: Path) -> None:
+    (tmp_path / "pipe_rows.py").write_text(PIPE_MODULE)
+    _run_python(
+        tmp_path,
+        """
+        import nbflow as nf, pipe_rows as pipe
+        rows = [{"n": 2, "api_key": "sk-row-secret-1"}, {"n": 5, "api_key": "sk-row-secret-1", "seed": 3}]
+        df = pipe.flow.batch(rows, store="runs.db", keep="none", experiment="sweep", progress=False)
+        assert list(df["status"]) == ["succeeded"] * 2
+        # in this process: the runs were not kept, the store answers
+        try:
+            df.nbflow.run(1)
+        except nf.BatchError:
+            pass
+        else:
+            raise AssertionError("the run was kept")
+        lin = df.nbflow.lineage(1, "score")
+        print("LIVE", lin[["node", "parameter", "kind", "value"]].values.tolist())
+        print("LIVECODE", lin["code_version"].tolist())
+        print("LIVEV", lin["data_version"].tolist(), lin["output_version"].tolist())
+        """,
+    )
+    out = _run_python(
+        tmp_path,
+        """
+        import nbflow as nf
+        df = nf.load_batch("runs.db", "sweep")
+        lin = df.nbflow.lineage(1, "score")
+        print("ROWS", lin[["node", "parameter", "kind", "value"]].values.tolist())
+        print("CODE", lin["code_version"].tolist())
+        print("V", lin["data_version"].tolist(), lin["output_version"].tolist())
+        print("ENV", sorted(lin.attrs["environment"]))
+        """,
+    )
+    assert (
+        "ROWS [['raw', 'n', 'input', '5'], ['raw', 'noise', 'default', '0.1'], ['raw', 'seed', 'input', '3'], "
+        "['score', 'raw', 'node', None], ['score', 'api_key', 'input', '[REDACTED]']]" in out
+    )
+    code = next(line for line in out.splitlines() if line.startswith("CODE"))
+    assert "None" not in code and len(set(eval(code[5:]))) == 2  # both nodes' code versions
+    versions = next(line for line in out.splitlines() if line.startswith("V "))
+    inputs, outputs = eval(versions[2:].replace("] [", "], ["))
+    assert inputs[3] == outputs[0] and inputs[3].startswith("v:")  # score's input is raw's output, by digest
+    assert inputs[4] is None  # (a secret has no data version)
+    assert "ENV ['git', 'nbflow', 'packages', 'python']" in out
+    assert b"sk-row-secret-1" not in (tmp_path / "runs.db").read_bytes()
+    # The same numbers as a kept run's lineage computed in memory.
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pipe_rows as pipe  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(tmp_path))
+    live = pipe.flow.run(n=5, seed=3, api_key="k").lineage("score")
+    assert live["output_version"].tolist() == outputs
+    assert live["code_version"].tolist() == eval(code[5:])
+
+
+def test_keep_nodes_drops_outputs_but_not_their_data_versions(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    flow = _pipe("kept_nodes")
+    df = flow.batch([{"n": 3}, {"n": 4, "seed": 2}], store=db, keep=["score"], batch_id="k", progress=False)
+    run = nf.load_run(db, df["run_id"].iloc[1])
+    with pytest.raises(nf.NodeOutputError):
+        run["raw"]  # dropped: not in keep=
+    lin = df.nbflow.lineage(1, "score")
+    rows = {(r.node, r.parameter): r for r in lin.itertuples()}
+    assert rows["raw", "n"].output_version is not None and rows["raw", "n"].output_version.startswith("v:")
+    assert rows["score", "raw"].data_version == rows["raw", "n"].output_version
+    assert rows["raw", "n"].output_version == flow.run(n=4, seed=2).lineage("raw")["output_version"].iloc[0]
