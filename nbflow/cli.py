@@ -165,6 +165,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
     s.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
     s.add_argument("--lineage", metavar="NODE", help="a run's lineage for NODE and what is upstream of it only")
+    s.add_argument(
+        "--row",
+        metavar="ROW",
+        help="of an experiment: one row (its index), with its run's tree and captured output when the store kept "
+        "it, and its lineage",
+    )
 
     g = sub.add_parser(
         "gc",
@@ -379,6 +385,24 @@ def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -
     return OK if status == "succeeded" else FAILED
 
 
+_OUTPUT_LINES = 40  # lines of a node's captured output shown (all with --show-outputs)
+
+
+def _print_output(run: Run, out: Console, full: bool) -> None:
+    """What each node printed, logged and warned, per attempt, as a cell's output reads (kept redacted)."""
+    for path, rec in run.walk():
+        shown = [a for a in rec.attempts if a.output] if rec.printed is not None else []
+        for a in shown:
+            which = f" (attempt {a.number} of {len(rec.attempts)})" if len(rec.attempts) > 1 else ""
+            out.print(_text(f"\noutput of {path}{which}:", "bold"))
+            lines = (a.output or "").rstrip("\n").split("\n")
+            more = 0 if full else max(0, len(lines) - _OUTPUT_LINES)
+            for line in lines[: len(lines) - more]:
+                out.print(_text(f"  {line}"))
+            if more:
+                out.print(_text(f"  [... {more} more lines: --show-outputs prints them all]", "dim"))
+
+
 def _print_lineage(run: Run, out: Console, node: str | None) -> None:
     """Which code and data produced the run's values: the environment, then per node its code and output
     versions and where each input came from (``run.lineage``; versions shortened to 12 characters)."""
@@ -389,7 +413,11 @@ def _print_lineage(run: Run, out: Console, node: str | None) -> None:
     if "error" in run._lineage:
         out.print(_text(f"\nlineage: not recorded ({run._lineage['error']})", "yellow"))
         return
-    frame = run.lineage(node)
+    _print_lineage_frame(run.lineage(node), out)
+
+
+def _print_lineage_frame(frame: Any, out: Console) -> None:
+    """A lineage frame (``run.lineage``, ``df.nbflow.lineage``) as ``nbflow show`` prints it."""
     env = frame.attrs.get("environment", {})
     git = env.get("git") or {}
     commit = f", git {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git else ", no git commit"
@@ -685,6 +713,7 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
         if match is not None:
             run = _load(runs, path, args.id, match[1], args.flow is None)
             _print_run(run, out, err, args)
+            _print_output(run, out, args.show_outputs)
             _print_lineage(run, out, args.lineage)
             return OK
     finally:
@@ -703,6 +732,8 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
                 f"`nbflow show {path}` lists them"
             )
         frame = load_batch(batches, args.id)
+    if args.row is not None:
+        return _show_row(frame, args, out, err)
     status = frame["status"].value_counts().to_dict()
     name = frame.attrs["experiment"]
     label = f"experiment {name}" + (f" (batch {frame.attrs['batch_id']})" if name != frame.attrs["batch_id"] else "")
@@ -719,6 +750,39 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
                 "red",
             )
         )
+    return OK
+
+
+def _show_row(frame: Any, args: argparse.Namespace, out: Console, err: Console) -> int:
+    """One row of a stored experiment: its run (tree, failures, captured output) when the store kept it, and its
+    lineage either way (``df.nbflow.lineage``: a row whose run was not kept keeps its own)."""
+    from nbflow._core.errors import BatchError
+
+    try:
+        label: Any = int(args.row)
+    except ValueError:
+        label = args.row
+    if label not in frame.index:
+        rows = ", ".join(map(str, frame.index[:10])) + (" ..." if len(frame) > 10 else "")
+        raise CliError(f"experiment {args.id!r} has no row {args.row!r}; its rows: {rows or '(none)'}")
+    row = frame.loc[label]
+    try:
+        run = frame.nbflow.run(label)
+    except BatchError:
+        run = None
+    if run is not None:
+        _print_run(run, out, err, args)
+        _print_output(run, out, args.show_outputs)
+    else:
+        out.print(_text(f"row {label} (run {row['run_id']}): {str(row['status']).upper()}; its run was not kept"))
+    try:
+        lineage = frame.nbflow.lineage(label, args.lineage)
+    except BatchError as exc:
+        if args.lineage is not None:
+            raise CliError(str(exc)) from None
+        err.print(_text(f"no lineage: {exc}", "yellow"))
+        return OK
+    _print_lineage_frame(lineage, out)
     return OK
 
 
