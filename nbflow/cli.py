@@ -172,6 +172,20 @@ def _parser() -> argparse.ArgumentParser:
         "it, and its lineage",
     )
 
+    ln = sub.add_parser(
+        "lineage",
+        help="a stored run's lineage, or its OpenLineage events",
+        description="Which code and data produced a stored run's values (as `nbflow show` prints it), or with "
+        "--openlineage the run as OpenLineage RunEvents, one JSON object a line (docs/lineage.md).",
+    )
+    ln.add_argument("store", metavar="RUNS.db")
+    ln.add_argument("run_id", metavar="RUN_ID")
+    ln.add_argument("--node", metavar="NODE", help="only NODE and what is upstream of it (not with --openlineage)")
+    ln.add_argument("--openlineage", action="store_true", help="OpenLineage RunEvents as JSON lines")
+    ln.add_argument("--namespace", default="nbflow", help="the OpenLineage namespace of the jobs and datasets")
+    ln.add_argument("-o", "--output", metavar="FILE", help="write to FILE (JSON lines) instead of stdout")
+    ln.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
+
     g = sub.add_parser(
         "gc",
         help="free the stored values no run refers to any more",
@@ -245,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "show": _show,
             "resume": _resume,
             "gc": _gc,
+            "lineage": _lineage,
             "view": _view,
             "report": _report,
         }[args.command]
@@ -679,6 +694,50 @@ def _existing(store: str) -> str:
     if not os.path.isfile(store):
         raise CliError(f"no store at {store!r}: the file does not exist (check the path)")
     return store
+
+
+# --- nbflow lineage --------------------------------------------------------------------------------
+def _lineage(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import json
+
+    from nbflow._store.checkpoint import CheckpointStore
+
+    path = _existing(args.store)
+    if args.flow:
+        load_flow(args.flow)
+    runs = CheckpointStore(path, create=False)
+    try:
+        stored = {r[0]: r for r in runs.run_ids()}
+        if args.run_id not in stored:
+            from nbflow._core.errors import _suggest
+
+            raise CliError(
+                f"store {path!r} has no run {args.run_id!r}{_suggest(args.run_id, stored)}; `nbflow show {path}` "
+                f"lists them (a batch row's run: `nbflow show {path} EXPERIMENT --row ROW` prints its lineage)"
+            )
+        run = _load(runs, path, args.run_id, stored[args.run_id][1], args.flow is None)
+    finally:
+        runs.close()
+    if not args.openlineage:
+        if args.output:
+            raise CliError("-o writes OpenLineage events: pass --openlineage too")
+        if run._lineage is None:
+            raise CliError(f"run {run.run_id} has no lineage stored (it was written before nbflow kept it)")
+        _print_lineage(run, out, args.node)
+        return OK
+    if args.node:
+        raise CliError("--node is for the lineage table; --openlineage exports every node of the run")
+    from nbflow._record.openlineage import openlineage_events
+
+    lines = [json.dumps(e, default=str) for e in openlineage_events(run, namespace=args.namespace)]
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+        err.print(_text(f"wrote {len(lines)} OpenLineage events to {args.output}", "dim"))
+    else:
+        for line in lines:
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+    return OK
 
 
 # --- nbflow gc -------------------------------------------------------------------------------------
