@@ -700,12 +700,7 @@ def _existing(store: str) -> str:
 def _lineage(args: argparse.Namespace, out: Console, err: Console) -> int:
     import json
 
-    from nbflow._store.checkpoint import CheckpointStore
-
-    path = _existing(args.store)
-    if args.flow:
-        load_flow(args.flow)
-    runs = CheckpointStore(path, create=False)
+    path, runs = _open_runs(args)
     try:
         stored = {r[0]: r for r in runs.run_ids()}
         if args.run_id not in stored:
@@ -756,14 +751,20 @@ def _gc(args: argparse.Namespace, out: Console, err: Console) -> int:
     return OK
 
 
-def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from nbflow._store.batch_store import BatchStore
+def _open_runs(args: argparse.Namespace) -> tuple[str, Any]:
+    """The store ``args.store`` (it must exist) and its runs, ``--flow``'s module loaded first."""
     from nbflow._store.checkpoint import CheckpointStore
 
     path = _existing(args.store)
     if args.flow:
         load_flow(args.flow)
-    runs = CheckpointStore(path, create=False)
+    return path, CheckpointStore(path, create=False)
+
+
+def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from nbflow._store.batch_store import BatchStore
+
+    path, runs = _open_runs(args)
     try:
         stored = runs.run_ids()
         if args.id is None:

@@ -46,19 +46,26 @@ _FACET = {
     "required": ["_producer", "_schemaURL"],
     "properties": {"_producer": {"type": "string", "format": "uri"}, "_schemaURL": {"type": "string", "format": "uri"}},
 }
-_DATASET = {
-    "type": "object",
-    "required": ["namespace", "name"],
-    "properties": {
-        "namespace": {"type": "string"},
-        "name": {"type": "string"},
-        "facets": {
-            "type": "object",
-            "additionalProperties": _FACET,
-            "properties": {"version": {"allOf": [_FACET, {"required": ["datasetVersion"]}]}},
+
+
+def _named(**facets: list[str]) -> dict:
+    """A job or dataset: namespace and name, facets (each a base facet; ``facets``: the required fields of some)."""
+    return {
+        "type": "object",
+        "required": ["namespace", "name"],
+        "properties": {
+            "namespace": {"type": "string"},
+            "name": {"type": "string"},
+            "facets": {
+                "type": "object",
+                "additionalProperties": _FACET,
+                "properties": {k: {"allOf": [_FACET, {"required": v}]} for k, v in facets.items()},
+            },
         },
-    },
-}
+    }
+
+
+_DATASET = _named(version=["datasetVersion"])
 RUN_EVENT = {  # OpenLineage 2-0-2: RunEvent, Run, Job, InputDataset/OutputDataset, BaseFacet; facets used
     "type": "object",
     "required": ["eventTime", "producer", "schemaURL", "run", "job"],
@@ -94,19 +101,7 @@ RUN_EVENT = {  # OpenLineage 2-0-2: RunEvent, Run, Job, InputDataset/OutputDatas
                 },
             },
         },
-        "job": {
-            "type": "object",
-            "required": ["namespace", "name"],
-            "properties": {
-                "namespace": {"type": "string"},
-                "name": {"type": "string"},
-                "facets": {
-                    "type": "object",
-                    "additionalProperties": _FACET,
-                    "properties": {"jobType": {"allOf": [_FACET, {"required": ["processingType", "integration"]}]}},
-                },
-            },
-        },
+        "job": _named(jobType=["processingType", "integration"]),
         "inputs": {"type": "array", "items": _DATASET},
         "outputs": {"type": "array", "items": _DATASET},
     },

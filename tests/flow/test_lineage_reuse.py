@@ -218,3 +218,20 @@ def test_keep_nodes_drops_outputs_but_not_their_data_versions(tmp_path: Path) ->
     assert rows["raw", "n"].output_version is not None and rows["raw", "n"].output_version.startswith("v:")
     assert rows["score", "raw"].data_version == rows["raw", "n"].output_version
     assert rows["raw", "n"].output_version == flow.run(n=4, seed=2).lineage("raw")["output_version"].iloc[0]
+
+
+def test_a_store_written_before_row_lineage_still_opens_and_says_why_a_row_has_none(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    flow = _pipe("older")
+    flow.batch([{"n": 3}], store=db, keep="none", batch_id="old", progress=False)
+    with sqlite3.connect(db) as con:  # the file as nbflow wrote it before rows kept their lineage
+        con.execute("ALTER TABLE batch_rows DROP COLUMN lineage")
+    df = nf.load_batch(db, "old")  # (read-only)
+    assert df["status"].tolist() == ["succeeded"]
+    with pytest.raises(nf.BatchError, match="no lineage stored"):
+        df.nbflow.lineage(0)
+    # Opened writable, the file gets the column; new rows keep their lineage, the old row still has none.
+    again = flow.batch([{"n": 3}, {"n": 4}], store=db, keep="none", batch_id="old", resume=True, progress=False)
+    assert again.nbflow.lineage(1, "raw")["value"].tolist() == ["4", "0.1", "0"]
+    with pytest.raises(nf.BatchError, match="no lineage stored"):
+        again.nbflow.lineage(0)
