@@ -105,8 +105,9 @@ def _stored_lineage(path: str, batch_id: str, run_id: str) -> dict[str, Any] | N
     code, text = found
     if text is None:
         raise BatchError(
-            f"store {path!r}, batch {batch_id!r}, run {run_id}: the row has no lineage stored (it was written by an "
-            f"nbflow before rows kept it)"
+            f"store {path!r}, batch {batch_id!r}, run {run_id}: the row has no lineage stored and its run was not "
+            f"kept (written by an nbflow before rows kept it, or run on Dask); run the batch with keep='all' to "
+            f"keep each row's run and its lineage"
         )
     data = json.loads(text)
     if "error" in data:
