@@ -231,7 +231,8 @@ def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
                 has = p.default is not MISSING
                 secret = is_secret_name(dep.source)
                 shown = _shown(p.name, p.default, _NO_REDACTION) if has else None
-                found.append((p.name, dep.source, secret, has, shown, _version(p.default) if has else None))
+                version = _version(p.default) if has and not secret and shown != REDACTED_TEXT else None
+                found.append((p.name, dep.source, secret, has, shown, version))  # (a secret's digest would name it)
         views[name] = found
     return found
 

@@ -235,3 +235,19 @@ def test_a_store_written_before_row_lineage_still_opens_and_says_why_a_row_has_n
     assert again.nbflow.lineage(1, "raw")["value"].tolist() == ["4", "0.1", "0"]
     with pytest.raises(nf.BatchError, match="no lineage stored"):
         again.nbflow.lineage(0)
+
+
+def test_a_secret_named_default_has_no_value_and_no_data_version() -> None:
+    flow = nf.Flow("secret_default")
+
+    @flow.node
+    def call(x: int, api_key: str = "sk-default-key-123") -> int:
+        return x
+
+    lin = flow.run(x=1).lineage()
+    assert lin[["parameter", "kind", "value"]].values.tolist() == [
+        ["x", "input", "1"],
+        ["api_key", "default", "[REDACTED]"],
+    ]
+    assert lin["data_version"].tolist()[1] is None  # (a digest of a secret would identify it)
+    assert "sk-default-key-123" not in lin.to_csv()
