@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from nbflow._engine.transcript_hook import recorded as recorded
     from nbflow._flow.flow import Flow as Flow
     from nbflow._record.batch_progress import BatchProgress as BatchProgress
+    from nbflow._record.openlineage import openlineage_events as openlineage_events
     from nbflow._record.run import Attempt as Attempt
     from nbflow._record.run import ItemRecord as ItemRecord
     from nbflow._record.run import Iteration as Iteration
@@ -204,6 +205,7 @@ _EXPORTS: dict[str, str] = {
     "recorded": "nbflow._engine.transcript_hook",
     "Flow": "nbflow._flow.flow",
     "BatchProgress": "nbflow._record.batch_progress",
+    "openlineage_events": "nbflow._record.openlineage",
     "Attempt": "nbflow._record.run",
     "ItemRecord": "nbflow._record.run",
     "Iteration": "nbflow._record.run",
@@ -310,6 +312,7 @@ __all__ = [
     "load",
     "load_batch",
     "load_run",
+    "openlineage_events",
     "optional",
     "record_call",
     "recorded",

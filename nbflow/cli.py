@@ -165,6 +165,26 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
     s.add_argument("--show-outputs", action="store_true", help="print every output in full, not shortened")
     s.add_argument("--lineage", metavar="NODE", help="a run's lineage for NODE and what is upstream of it only")
+    s.add_argument(
+        "--row",
+        metavar="ROW",
+        help="of an experiment: one row (its index), with its run's tree and captured output when the store kept "
+        "it, and its lineage",
+    )
+
+    ln = sub.add_parser(
+        "lineage",
+        help="a stored run's lineage, or its OpenLineage events",
+        description="Which code and data produced a stored run's values (as `nbflow show` prints it), or with "
+        "--openlineage the run as OpenLineage RunEvents, one JSON object a line (docs/lineage.md).",
+    )
+    ln.add_argument("store", metavar="RUNS.db")
+    ln.add_argument("run_id", metavar="RUN_ID")
+    ln.add_argument("--node", metavar="NODE", help="only NODE and what is upstream of it (not with --openlineage)")
+    ln.add_argument("--openlineage", action="store_true", help="OpenLineage RunEvents as JSON lines")
+    ln.add_argument("--namespace", default="nbflow", help="the OpenLineage namespace of the jobs and datasets")
+    ln.add_argument("-o", "--output", metavar="FILE", help="write to FILE (JSON lines) instead of stdout")
+    ln.add_argument("--flow", metavar="PATH:FLOW", help="load this flow first (its classes unpickle stored outputs)")
 
     g = sub.add_parser(
         "gc",
@@ -239,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "show": _show,
             "resume": _resume,
             "gc": _gc,
+            "lineage": _lineage,
             "view": _view,
             "report": _report,
         }[args.command]
@@ -379,6 +400,24 @@ def _print_run(run: Run, out: Console, err: Console, args: argparse.Namespace) -
     return OK if status == "succeeded" else FAILED
 
 
+_OUTPUT_LINES = 40  # lines of a node's captured output shown (all with --show-outputs)
+
+
+def _print_output(run: Run, out: Console, full: bool) -> None:
+    """What each node printed, logged and warned, per attempt, as a cell's output reads (kept redacted)."""
+    for path, rec in run.walk():
+        shown = [a for a in rec.attempts if a.output] if rec.printed is not None else []
+        for a in shown:
+            which = f" (attempt {a.number} of {len(rec.attempts)})" if len(rec.attempts) > 1 else ""
+            out.print(_text(f"\noutput of {path}{which}:", "bold"))
+            lines = (a.output or "").rstrip("\n").split("\n")
+            more = 0 if full else max(0, len(lines) - _OUTPUT_LINES)
+            for line in lines[: len(lines) - more]:
+                out.print(_text(f"  {line}"))
+            if more:
+                out.print(_text(f"  [... {more} more lines: --show-outputs prints them all]", "dim"))
+
+
 def _print_lineage(run: Run, out: Console, node: str | None) -> None:
     """Which code and data produced the run's values: the environment, then per node its code and output
     versions and where each input came from (``run.lineage``; versions shortened to 12 characters)."""
@@ -389,7 +428,11 @@ def _print_lineage(run: Run, out: Console, node: str | None) -> None:
     if "error" in run._lineage:
         out.print(_text(f"\nlineage: not recorded ({run._lineage['error']})", "yellow"))
         return
-    frame = run.lineage(node)
+    _print_lineage_frame(run.lineage(node), out)
+
+
+def _print_lineage_frame(frame: Any, out: Console) -> None:
+    """A lineage frame (``run.lineage``, ``df.nbflow.lineage``) as ``nbflow show`` prints it."""
     env = frame.attrs.get("environment", {})
     git = env.get("git") or {}
     commit = f", git {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git else ", no git commit"
@@ -653,6 +696,45 @@ def _existing(store: str) -> str:
     return store
 
 
+# --- nbflow lineage --------------------------------------------------------------------------------
+def _lineage(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import json
+
+    path, runs = _open_runs(args)
+    try:
+        stored = {r[0]: r for r in runs.run_ids()}
+        if args.run_id not in stored:
+            from nbflow._core.errors import _suggest
+
+            raise CliError(
+                f"store {path!r} has no run {args.run_id!r}{_suggest(args.run_id, stored)}; `nbflow show {path}` "
+                f"lists them (a batch row's run: `nbflow show {path} EXPERIMENT --row ROW` prints its lineage)"
+            )
+        run = _load(runs, path, args.run_id, stored[args.run_id][1], args.flow is None)
+    finally:
+        runs.close()
+    if not args.openlineage:
+        if args.output:
+            raise CliError("-o writes OpenLineage events: pass --openlineage too")
+        if run._lineage is None:
+            raise CliError(f"run {run.run_id} has no lineage stored (it was written before nbflow kept it)")
+        _print_lineage(run, out, args.node)
+        return OK
+    if args.node:
+        raise CliError("--node is for the lineage table; --openlineage exports every node of the run")
+    from nbflow._record.openlineage import openlineage_events
+
+    lines = [json.dumps(e, default=str) for e in openlineage_events(run, namespace=args.namespace)]
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+        err.print(_text(f"wrote {len(lines)} OpenLineage events to {args.output}", "dim"))
+    else:
+        for line in lines:
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+    return OK
+
+
 # --- nbflow gc -------------------------------------------------------------------------------------
 def _gc(args: argparse.Namespace, out: Console, err: Console) -> int:
     from nbflow._store.batch_store import BatchStore
@@ -669,14 +751,20 @@ def _gc(args: argparse.Namespace, out: Console, err: Console) -> int:
     return OK
 
 
-def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from nbflow._store.batch_store import BatchStore
+def _open_runs(args: argparse.Namespace) -> tuple[str, Any]:
+    """The store ``args.store`` (it must exist) and its runs, ``--flow``'s module loaded first."""
     from nbflow._store.checkpoint import CheckpointStore
 
     path = _existing(args.store)
     if args.flow:
         load_flow(args.flow)
-    runs = CheckpointStore(path, create=False)
+    return path, CheckpointStore(path, create=False)
+
+
+def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from nbflow._store.batch_store import BatchStore
+
+    path, runs = _open_runs(args)
     try:
         stored = runs.run_ids()
         if args.id is None:
@@ -685,6 +773,7 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
         if match is not None:
             run = _load(runs, path, args.id, match[1], args.flow is None)
             _print_run(run, out, err, args)
+            _print_output(run, out, args.show_outputs)
             _print_lineage(run, out, args.lineage)
             return OK
     finally:
@@ -703,6 +792,8 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
                 f"`nbflow show {path}` lists them"
             )
         frame = load_batch(batches, args.id)
+    if args.row is not None:
+        return _show_row(frame, args, out, err)
     status = frame["status"].value_counts().to_dict()
     name = frame.attrs["experiment"]
     label = f"experiment {name}" + (f" (batch {frame.attrs['batch_id']})" if name != frame.attrs["batch_id"] else "")
@@ -719,6 +810,39 @@ def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
                 "red",
             )
         )
+    return OK
+
+
+def _show_row(frame: Any, args: argparse.Namespace, out: Console, err: Console) -> int:
+    """One row of a stored experiment: its run (tree, failures, captured output) when the store kept it, and its
+    lineage either way (``df.nbflow.lineage``: a row whose run was not kept keeps its own)."""
+    from nbflow._core.errors import BatchError
+
+    try:
+        label: Any = int(args.row)
+    except ValueError:
+        label = args.row
+    if label not in frame.index:
+        rows = ", ".join(map(str, frame.index[:10])) + (" ..." if len(frame) > 10 else "")
+        raise CliError(f"experiment {args.id!r} has no row {args.row!r}; its rows: {rows or '(none)'}")
+    row = frame.loc[label]
+    try:
+        run = frame.nbflow.run(label)
+    except BatchError:
+        run = None
+    if run is not None:
+        _print_run(run, out, err, args)
+        _print_output(run, out, args.show_outputs)
+    else:
+        out.print(_text(f"row {label} (run {row['run_id']}): {str(row['status']).upper()}; its run was not kept"))
+    try:
+        lineage = frame.nbflow.lineage(label, args.lineage)
+    except BatchError as exc:
+        if args.lineage is not None:
+            raise CliError(str(exc)) from None
+        err.print(_text(f"no lineage: {exc}", "yellow"))
+        return OK
+    _print_lineage_frame(lineage, out)
     return OK
 
 

@@ -45,7 +45,7 @@ from nbflow._core.events import (
     RunPaused,
     RunStarted,
 )
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name, secret_texts
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, is_secret_name, secret_texts
 
 if TYPE_CHECKING:
     from nbflow._record.run import Run
@@ -238,28 +238,36 @@ class RunTracer:
 
         return code_versions(graph, bool(getattr(self.run._flow, "validate", True)))
 
-    def _data_versions(self, path: str) -> dict[str, Any]:
-        """A top-level node's output data version and each input's (secret inputs have none)."""
+    def _inputs(self, path: str) -> dict[str, Any]:
+        """A top-level node's code version and resolved inputs, defaulted parameters included, as its run's
+        lineage has them (``node_inputs``): ``nbflow.input.<parameter>`` (a short repr, redacted; none for
+        an upstream node's output), ``.kind`` (node / input / default), ``.source`` and ``.version``."""
         graph = self.run.graph
-        g = graph.nodes.get(path) if graph is not None else None
-        if g is None:
+        if graph is None or path not in graph.nodes:
+            return {}
+        from nbflow._engine.lineage import node_inputs
+
+        attrs: dict[str, Any] = {"nbflow.code_version": self._code().get(path)}
+        params = node_inputs(graph, path, self.run.inputs, self.versions, self.redact)
+        for param, source, kind, value, version in params:
+            key = f"nbflow.input.{param}"
+            attrs[key] = value
+            attrs[f"{key}.kind"] = kind
+            attrs[f"{key}.source"] = source
+            attrs[f"{key}.version"] = version
+        return attrs
+
+    def _output_version(self, path: str) -> dict[str, Any]:
+        """A top-level node's output data version (kept: its dependents' input versions)."""
+        graph = self.run.graph
+        rec = self.run.nodes.get(path)
+        if graph is None or path not in graph.nodes or rec is None:
             return {}
         from nbflow._engine.caching import data_version
 
-        rec = self.run.nodes.get(path)
-        if rec is None:
-            return {}
         version = rec._cache_id if isinstance(rec._cache_id, str) else data_version(rec.output)
         self.versions[path] = version
-        attrs: dict[str, Any] = {"nbflow.output_version": version}
-        for d in g.deps:
-            if d.is_node:
-                attrs[f"nbflow.input.{d.param}.version"] = self.versions.get(d.source)
-            elif d.source in self.run.inputs and not _secret_key(d.source):
-                value = self.run.inputs[d.source]
-                secret = isinstance(value, Secret) or (isinstance(value, str) and self.redact(value) != value)
-                attrs[f"nbflow.input.{d.param}.version"] = None if secret else data_version(value)
-        return attrs
+        return {"nbflow.output_version": version}
 
     # --- helpers -------------------------------------------------------------------------------
     def _text(self, text: str) -> str:
@@ -426,9 +434,7 @@ class RunTracer:
             if old is not None:  # an attempt that ended without its event (should not happen)
                 self._end(old, event.time, {"nbflow.status": "unfinished"})
             attrs = {"nbflow.node": path, "nbflow.attempt": event.attempt, "openinference.span.kind": "CHAIN"}
-            code = self._code().get(path)
-            if code is not None:
-                attrs["nbflow.code_version"] = code
+            attrs.update(self._inputs(path))
             span = self._start(f"node {path}", event.time, attrs, self._parent(path))
             self.nodes[path] = self._current(span)
         elif isinstance(event, NodeUsage):
@@ -468,10 +474,10 @@ class RunTracer:
                     recovered_from = None
                 if recovered_from is not None:
                     attrs["error.type"] = type(recovered_from).__name__
-            attrs.update(self._data_versions(path))
+            attrs.update(self._output_version(path))
             held = self.nodes.pop(path, None)
-            if held is None:
-                self._instant(path, event.time, {**attrs, "nbflow.cached": event.cached})
+            if held is None:  # (it did not start: its inputs were fed, or came with its cached output)
+                self._instant(path, event.time, {**self._inputs(path), **attrs, "nbflow.cached": event.cached})
             else:
                 held.span.set_attribute("nbflow.cached", False)
                 self._end(held, event.time, attrs)

@@ -97,6 +97,7 @@ EXPECTED = {
     "load_batch",
     "load",
     "load_run",
+    "openlineage_events",
     "optional",
     "record_call",
     "recorded",

@@ -54,11 +54,66 @@ class NbflowAccessor(FrameRuns):
         values). Returns the new frame of these rows; ``df.update(new)`` puts them back into ``df``."""
         return flow.batch(self._frame, **options)
 
+    def lineage(self, i: Any, node: str | None = None) -> pd.DataFrame:
+        """Which code and data produced row ``i``'s values (an index label, else a position): ``run.lineage(node)``
+        of its run (docs/lineage.md), also when ``keep=`` did not keep that run: a stored row keeps each node's
+        output data version and inputs (defaults included), its code versions and its experiment's environment.
+
+        Raises BatchError for a row that never ran, or whose run is not in this process and which no store holds.
+        """
+        from nbflow._batch.runs import find_run
+        from nbflow._core.errors import BatchError
+
+        row = self._row(i)
+        run_id = row["run_id"]
+        if not isinstance(run_id, str):
+            raise BatchError(f"row {i!r} has no run (status {row.get('status')!r}): it never started, so no lineage")
+        run = find_run(self._frame, run_id)
+        if run is not None and (run._lineage is not None or run._flow is not None):
+            return run.lineage(node)
+        store, batch_id = self._frame.attrs.get("store"), self._frame.attrs.get("batch_id")
+        found = _stored_lineage(str(store), str(batch_id), run_id) if store and batch_id else None
+        if found is None:
+            raise BatchError(
+                f"row {i!r} ({run_id}): no lineage, its run is not in this process and no store holds the row; run "
+                f"the batch with store='runs.db' (each row keeps its lineage, whatever keep= says)"
+            )
+        from nbflow._record.lineage import frame
+
+        return frame(found, node)
+
     def explore(self) -> Any:
         """The results explorer for this frame (see ``nf.explore``)."""
         from nbflow._batch.explore import explore
 
         return explore(self._frame)
+
+
+def _stored_lineage(path: str, batch_id: str, run_id: str) -> dict[str, Any] | None:
+    """A stored row's lineage as a run's (``nbflow._record.lineage.expand``); None when the store has no such row."""
+    import json
+
+    from nbflow._core.errors import BatchError
+    from nbflow._record.lineage import expand
+    from nbflow._store.batch_store import BatchStore
+
+    with BatchStore(path, read_only=True) as store:
+        found = store.row_lineage(batch_id, run_id)
+        info = store.batch_info(batch_id) if found is not None else None
+    if found is None:
+        return None
+    code, text = found
+    if text is None:
+        raise BatchError(
+            f"store {path!r}, batch {batch_id!r}, run {run_id}: the row has no lineage stored and its run was not "
+            f"kept (written by an nbflow before rows kept it, or run on Dask); run the batch with keep='all' to "
+            f"keep each row's run and its lineage"
+        )
+    data = json.loads(text)
+    if "error" in data:
+        raise BatchError(f"store {path!r}, run {run_id}: the row's lineage was not recorded ({data['error']})")
+    env = (info or {}).get("meta", {}).get("environment")
+    return expand(data, code, env if isinstance(env, dict) else None)
 
 
 _registered = False

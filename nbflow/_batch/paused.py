@@ -28,6 +28,7 @@ from nbflow._core.errors import BatchError, NbflowWarning, ResumeConflictError, 
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine.kernel import at_deadline, call_blocking
+from nbflow._engine.lineage import row_lineage
 from nbflow._store.batch_store import BatchStore
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
                 run=run,
                 key=key,
                 fingerprint=fingerprint,
+                lineage=row_lineage(run),
             )
 
 

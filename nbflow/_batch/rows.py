@@ -36,6 +36,7 @@ from nbflow._core.states import RunStatus
 from nbflow._core.usage import ROW, USAGE_COLUMNS, row_usage
 from nbflow._engine import logs
 from nbflow._engine.caching import SAMPLE
+from nbflow._engine.lineage import row_lineage
 from nbflow._record.batch_progress import REFRESH, BatchProgress
 from nbflow._record.run import Run
 from nbflow._store.batch_store import BatchStore, PreparedRow, UnstorableValue
@@ -214,8 +215,8 @@ async def run_rows(
             run._flow = flow  # a kept row's run resumes (flow.answer) and displays through its flow
             if sampled:
                 SAMPLE.set(case.sample)
-            if kept_nodes is not None:
-                attach_keep(run, graph, kept_nodes)
+            if kept_nodes is not None:  # (with a store: the dropped outputs' data versions stay, for the lineage)
+                attach_keep(run, graph, kept_nodes, versions=opts.store is not None)
             if trace_row is not None:
                 trace_row(run, case)
             if log_rows:
@@ -256,8 +257,9 @@ async def run_rows(
                 # that outlive a loop turn get promoted by the GC and make later collections, full ones too,
                 # more frequent (measured: most of what a store cost per row).
                 kept_run = run if kept else None
+                lineage = None if kept else row_lineage(run)  # (a kept run's record holds it: docs/lineage.md)
                 run = None  # type: ignore[assignment]
-                commit = group.write(i, result, kept_run)
+                commit = group.write(i, result, kept_run, lineage)
                 failed = await commit
                 status = result["status"]  # (a value the store cannot hold failed the row)
                 if on_disk:
@@ -381,6 +383,7 @@ def prepare_row(
     *,
     secrets: tuple[str, ...] = (),
     run: Run | None = None,
+    lineage: str | None = None,
 ) -> PreparedRow:
     """Row ``i`` encoded for the store; a value the store cannot hold fails the row (``result`` says so)."""
     assert state.batch_id is not None
@@ -398,6 +401,7 @@ def prepare_row(
             run=run,
             key=key,
             fingerprint=state.fingerprint,
+            lineage=lineage,
         )
 
     try:
@@ -474,17 +478,18 @@ class GroupCommit:
         self.state = state
         self.secret = secret
         self.loop = asyncio.get_running_loop()
-        self.rows: list[tuple[int, dict[str, Any], Run | None]] = []
+        self.rows: list[tuple[int, dict[str, Any], Run | None, str | None]] = []
         self.done: _Commit | None = None
 
-    def write(self, i: int, result: dict[str, Any], run: Run | None) -> _Commit:
-        """Queue finished row ``i`` (``run``: its record too, when kept) for this turn's commit; await the result:
+    def write(self, i: int, result: dict[str, Any], run: Run | None, lineage: str | None = None) -> _Commit:
+        """Queue finished row ``i`` (``run``: its record too, when kept; ``lineage``: the row's) for this turn's
+        commit; await the result:
         None once on disk, else the StoreError. A value the store cannot hold fails the row (``result`` says so)."""
         done = self.done
         if done is None:
             done = self.done = _Commit(loop=self.loop)
             self.loop.call_soon(self.flush)
-        self.rows.append((i, result, run))
+        self.rows.append((i, result, run, lineage))
         return done
 
     def flush(self) -> None:
@@ -504,7 +509,7 @@ class GroupCommit:
         else:
             done.settle(None)
 
-    def _prepared(self, rows: list[tuple[int, dict[str, Any], Run | None]]) -> list[PreparedRow]:
+    def _prepared(self, rows: list[tuple[int, dict[str, Any], Run | None, str | None]]) -> list[PreparedRow]:
         """The queued rows encoded (``prepare_row``), the common row (no secret, plain cells) by the store's fast path."""
         store, state, secret = self.store, self.state, self.secret
         by_name = bool(secret)
@@ -513,14 +518,16 @@ class GroupCommit:
         assert batch_id is not None
         plain = store.plain_row
         out = []
-        for i, result, run in rows:
+        for i, result, run, lineage in rows:
             secrets = secret_texts(cases[i].inputs, by_name=by_name)
             row = (
                 None
                 if secrets or secret
-                else plain(batch_id, i, result["run_id"], result["status"], result, cases[i].key, fingerprint, run)
+                else plain(
+                    batch_id, i, result["run_id"], result["status"], result, cases[i].key, fingerprint, run, lineage
+                )
             )
-            out.append(row or prepare_row(store, state, i, result, secret, secrets=secrets, run=run))
+            out.append(row or prepare_row(store, state, i, result, secret, secrets=secrets, run=run, lineage=lineage))
         return out
 
 

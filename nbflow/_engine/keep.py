@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from nbflow._core.errors import UnknownNodeError
 from nbflow._core.events import Event, NodeEvent
 from nbflow._core.states import NodeStatus
+from nbflow._engine.caching import data_version
 from nbflow._graph.graph import Graph
 from nbflow._record.run import DROPPED, Run
 
@@ -28,8 +29,9 @@ def check_keep(graph: Graph, keep: Iterable[str] | str) -> frozenset[str]:
     return names
 
 
-def attach_keep(run: Run, graph: Graph, keep: frozenset[str]) -> None:
-    """Subscribe ``run`` to the dropping of what is not kept."""
+def attach_keep(run: Run, graph: Graph, keep: frozenset[str], versions: bool = False) -> None:
+    """Subscribe ``run`` to the dropping of what is not kept. ``versions``: an output's data version is taken
+    before it goes (the cache's ``_cache_id``), so the run's lineage still names it (a stored batch row)."""
     records = run.nodes
     run.kept = keep
 
@@ -40,6 +42,8 @@ def attach_keep(run: Run, graph: Graph, keep: frozenset[str]) -> None:
         readers = [d for d in graph.nodes[name].downstream if d in records]
         done = all(records[d].status.finished for d in readers)
         if done and rec.output is not DROPPED and rec.status is NodeStatus.SUCCEEDED:
+            if versions and rec._cache_id is None:
+                rec._cache_id = data_version(rec.output)
             rec.output = DROPPED
 
     def on_event(event: Event) -> None:

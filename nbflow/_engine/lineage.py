@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["code_versions", "environment", "git_commit", "lineage_of"]
+__all__ = ["code_versions", "environment", "git_commit", "lineage_of", "node_inputs", "row_lineage"]
 
 _VALUE_TEXT = 120  # longest value shown (the data version identifies it whole)
 
@@ -140,8 +140,23 @@ def code_versions(graph: Graph, validate: bool) -> dict[str, str | None]:
     return found
 
 
+_SCALARS: dict[tuple[type, Any], str | None] = {}  # plain scalars' versions (rows repeat defaults, grid values)
+_SCALAR_TYPES = frozenset({int, bool, str, type(None), float})
+
+
 def _version(value: Any) -> str | None:
-    if value is MISSING:
+    t = type(value)
+    if t in _SCALAR_TYPES and (t is not str or len(value) <= 256):
+        key = (t, value.hex() if t is float else value)  # (by type: 1, 1.0 and True differ; -0.0 and 0.0 too)
+        if key in _SCALARS:
+            return _SCALARS[key]
+        found = data_version(value)
+        if len(_SCALARS) < 4096:
+            _SCALARS[key] = found
+        return found
+    from nbflow._record.run import DROPPED
+
+    if value is MISSING or value is DROPPED:  # (an output keep= dropped: its version is not known)
         return None
     return data_version(value)
 
@@ -154,7 +169,21 @@ def _shown(name: str, value: Any, redact: Redactor) -> str:
 
 
 def lineage_of(run: Run) -> dict[str, Any]:
-    """The run's lineage as JSON-friendly data (what a checkpoint stores). Needs ``run.graph``."""
+    """The run's lineage as JSON-friendly data (what a checkpoint stores). Needs ``run.graph``.
+
+    A finished run's is computed once (a batch row's store write and its checkpoint share it); a run that
+    goes on (resumed) finishes again and gets its own."""
+    stamp = (run.status, run.finished_at)
+    memo = run.__dict__.get("_lineage_memo")
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
+    data = _lineage_of(run)
+    if run.status.finished:
+        run.__dict__["_lineage_memo"] = (stamp, data)
+    return data
+
+
+def _lineage_of(run: Run) -> dict[str, Any]:
     graph = run.graph
     if graph is None:
         raise ValueError("the run has no graph")
@@ -171,22 +200,82 @@ def lineage_of(run: Run) -> dict[str, Any]:
             continue
         if rec.status is NodeStatus.SUCCEEDED:
             cached = rec._cache_id
-            outputs[name] = cached if isinstance(cached, str) else _version(rec.output)
-        params = []
+            if isinstance(cached, str):
+                outputs[name] = cached
+            else:
+                version = outputs[name] = _version(rec.output)
+                if version is not None:  # the cache's own rule: a store writing the output digests it no more
+                    rec._cache_id = version
+        params = node_inputs(graph, name, run.inputs, outputs, redact)
+        nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
+    return {"env": environment(graph), "nodes": nodes}
+
+
+def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
+    """Node ``name``'s parameters as ``node_inputs`` reads them, once per graph (a graph never changes):
+    ``(parameter, source, alternatives)`` of an upstream node, ``(parameter, source, secret name, has default,
+    default's repr, default's version)`` of a flow input."""
+    views = graph._views.setdefault("lineage_params", {})
+    found = views.get(name)
+    if found is None:
+        g = graph.nodes[name]
         given = {d.param: d for d in g.deps}
+        found = []
         for p in g.spec.params:
             dep = given.get(p.name)
             if dep is None:
                 continue  # a resource
             if dep.is_node:
-                up = next((a for a in (dep.alternatives or (dep.source,)) if a in outputs), dep.source)
-                params.append([p.name, up, "node", None, outputs.get(up)])
-            elif dep.source in run.inputs:
-                value = run.inputs[dep.source]
-                secret = isinstance(value, Secret) or is_secret_name(dep.source)
-                version = None if secret else _version(value)
-                params.append([p.name, dep.source, "input", _shown(dep.source, value, redact), version])
-            elif p.default is not MISSING:
-                params.append([p.name, dep.source, "default", _shown(p.name, p.default, redact), _version(p.default)])
-        nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
-    return {"env": environment(graph), "nodes": nodes}
+                found.append((p.name, dep.source, dep.alternatives or (dep.source,)))
+            else:
+                has = p.default is not MISSING
+                secret = is_secret_name(dep.source)
+                shown = _shown(p.name, p.default, _NO_REDACTION) if has else None
+                version = _version(p.default) if has and not secret and shown != REDACTED_TEXT else None
+                found.append((p.name, dep.source, secret, has, shown, version))  # (a secret's digest would name it)
+        views[name] = found
+    return found
+
+
+_NO_REDACTION = Redactor(())
+
+
+def node_inputs(
+    graph: Graph, name: str, inputs: Mapping[str, Any], outputs: Mapping[str, str | None], redact: Redactor
+) -> list[list[Any]]:
+    """Where each parameter of node ``name`` came from: ``[parameter, source, kind, value, data version]`` with
+    ``kind`` ``node`` (``outputs``: the upstream nodes' output versions), ``input`` (the run's ``inputs``) or
+    ``default``; ``value`` a short redacted repr (None for a node's output), a secret's version None."""
+    params: list[list[Any]] = []
+    for t in _template(graph, name):
+        if len(t) == 3:
+            param, source, alternatives = t
+            up = next((a for a in alternatives if a in outputs), source)
+            params.append([param, up, "node", None, outputs.get(up)])
+            continue
+        param, source, secret_name, has, shown, version = t
+        if source in inputs:
+            value = inputs[source]
+            secret = secret_name or isinstance(value, Secret) or (isinstance(value, str) and redact(value) != value)
+            params.append([param, source, "input", _shown(source, value, redact), None if secret else _version(value)])
+        elif has:
+            params.append([param, source, "default", REDACTED_TEXT if secret_name else redact(shown), version])
+    return params
+
+
+def row_lineage(run: Run) -> str | None:
+    """A finished batch row's lineage as its stored row keeps it when its run is not kept
+    (``nbflow._record.lineage.compact``, JSON, redacted); None for a run without its graph."""
+    import json
+
+    from nbflow._core.secrets import gate
+    from nbflow._record.lineage import compact
+
+    if run.graph is None:
+        return None
+    try:
+        data = compact(lineage_of(run))
+    except Exception as exc:  # lineage must never lose a row: it says why it is missing
+        data = {"error": f"{type(exc).__name__}: {exc}"}
+    text = Redactor.for_inputs(run._root.inputs)(json.dumps(data, default=repr, separators=(",", ":")))
+    return str(gate(text))

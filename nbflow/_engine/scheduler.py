@@ -351,6 +351,8 @@ class _Scheduler:
                 )
             elif self.run._armed:  # only the run view watches: a coalesced notice, no event
                 self.run._notice()
+        if reused:
+            self.record_fed_inputs(reused)
         down = self.prog.down
         bad = self.bad
         if self.fresh and not self.overrides:
@@ -387,6 +389,17 @@ class _Scheduler:
         """The run is over when no worker is busy and nothing can start (done, or blocked by pauses)."""
         if self.in_flight == 0 and (not self.ready or self.run._pause_requested):
             self.finished.set()
+
+    def record_fed_inputs(self, reused: Mapping[str, str]) -> None:
+        """A node a batch fed from a stored row records the inputs it was fed, as a node that ran does: its
+        upstream nodes' outputs (the same objects, so a store keeps them once, by reference) and flow inputs.
+        Every node upstream of a fed one is fed too (``nbflow/_batch/reuse.py``), so all are final here."""
+        nodes = self.graph.nodes
+        records = self.run.nodes
+        for name in reused:
+            rec = records.get(name)
+            if rec is not None and rec.cached and rec.cache_key == reused[name] and name in nodes:
+                rec.inputs = gather_kwargs(nodes[name], records, self.inputs)
 
     def resolved(self, i: int) -> None:
         """Node ``i`` reached a final state: release its dependents (iteratively: chains can be long)."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "frame"]
+__all__ = ["COLUMNS", "compact", "expand", "frame"]
 
 COLUMNS = ("node", "code_version", "parameter", "source", "kind", "value", "data_version", "output_version")
 
@@ -44,3 +44,28 @@ def frame(data: Mapping[str, Any], node: str | None = None) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)  # (None stays None, not NaN)
     out.attrs["environment"] = dict(data.get("env") or {})
     return out
+
+
+def compact(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's lineage as a batch row keeps it (``expand`` reverses it): per node its output version and inputs,
+    without what the row's other records hold: the code versions (the row's fingerprints) and the environment
+    (its experiment's record); an upstream node's output version is written once, as that node's output."""
+    nodes = {}
+    for name, info in data.get("nodes", {}).items():
+        params = [p[:3] if p[2] == "node" else p for p in info["inputs"]]
+        nodes[name] = [info["output"], params]
+    return {"nodes": nodes}
+
+
+def expand(
+    row: Mapping[str, Any], code: Mapping[str, str | None] | None, env: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A batch row's ``compact`` lineage back as a run's (what ``frame`` reads), given the row's per-node code
+    fingerprints and its experiment's environment."""
+    nodes: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    for name, (output, params) in row.get("nodes", {}).items():
+        outputs[name] = output
+        inputs = [[*p, None, outputs.get(p[1])] if p[2] == "node" else list(p) for p in params]
+        nodes[name] = {"code": (code or {}).get(name), "output": output, "inputs": inputs}
+    return {"env": dict(env or {}), "nodes": nodes}

@@ -10,7 +10,7 @@ Schema (version 3; the file may also hold run checkpoints, see ``nbflow/_store/c
     nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '3' (shared with checkpoints)
     batches(batch_id TEXT PK, flow TEXT, created_at REAL, n_rows INTEGER, columns TEXT, meta TEXT)
     batch_rows(batch_id TEXT, case_key TEXT, row_index INTEGER, run_id TEXT, status TEXT,
-               finished_at REAL, fingerprint TEXT, data TEXT)     INDEX batch_rows_batch(batch_id)
+               finished_at REAL, fingerprint TEXT, data TEXT, lineage TEXT)     INDEX batch_rows_batch(batch_id)
     flow_fingerprints(fingerprint TEXT PK, nodes TEXT)   node -> fingerprint (JSON), shared by rows
 
 The runs a batch keeps are checkpoint runs of the same file, their large values stored once, shared by
@@ -25,7 +25,9 @@ batch; after another connection changed the file, ``PRAGMA data_version``, the r
 
 A row is found by ``case_key``, a digest of its content (row values + grid combination + repeat),
 never by its position; ``fingerprint`` names the flow's per-node fingerprints it was computed with,
-so a resume re-runs exactly the rows that depend on an edited node. ``meta`` is the experiment
+so a resume re-runs exactly the rows that depend on an edited node; ``lineage`` (added to version 3 files on
+open) each node's output data version and inputs, defaults included, for a row whose run is not kept (a kept
+run's record holds its lineage; ``row_lineage``, ``df.nbflow.lineage(i)``). ``meta`` is the experiment
 record (name, notes, grid, counts, summary...). Version 1 and 2 files are migrated in place when
 opened writable (a read-only version 2 copy is read as it is: same columns); version 1 rows keep a
 ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
@@ -153,8 +155,12 @@ UPDATE nbflow_meta SET value = '3' WHERE key = 'batch_schema';
 
 _ROW_SQL = (
     "INSERT INTO batch_rows(rowid, batch_id, case_key, row_index, run_id, status, finished_at, "
-    "fingerprint, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "fingerprint, data, lineage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Columns added after version 3 was released (files without them get them on open; older readers ignore them):
+# lineage: the row's lineage (``nbflow._record.lineage.compact``: per node its output's data version and its
+# inputs, defaults included) when its run is not kept (a kept run's record holds it).
+_ROW_COLUMNS = {"lineage": "TEXT"}
 _DELETE_SQL = "DELETE FROM batch_rows WHERE rowid = ? AND batch_id = ? AND case_key = ?"
 _KEYS_KEPT = 4  # batches whose stored keys a store object remembers (read again when needed)
 
@@ -259,6 +265,7 @@ class BatchStore:
         self._top: dict[str, int] = {}  # batch_id -> the highest rowid in its ``_keys``
         self._stale: set[str] = set()  # batches to refresh before their next write
         self._seen: int | None = None
+        self._has_lineage: bool | None = None  # batch_rows has the lineage column (read once)
         self._last = 0  # the highest rowid this connection wrote (valid while ``_seen`` is: no other writer since)
         self._db = open_db(self.path, timeout=timeout, read_only=read_only)
         if read_only:
@@ -279,6 +286,7 @@ class BatchStore:
                 row = (str(SCHEMA_VERSION),)
             if row is None or row[0] == str(SCHEMA_VERSION):
                 self._db.executescript(_SCHEMA)
+                _add_columns(self._db)
         except sqlite3.Error as exc:
             self._db.close()
             raise store_error(exc, self.path, 5.0) from None
@@ -457,6 +465,7 @@ class BatchStore:
         run: Run | None = None,
         key: str | None = None,
         fingerprint: str | None = None,
+        lineage: str | None = None,
     ) -> None:
         """Write one finished row in its own transaction (replacing an earlier try of the same row).
 
@@ -464,7 +473,7 @@ class BatchStore:
         (an output built from a key, an error message, a traceback). With ``run``, its whole record goes
         in the same transaction (``nf.load_run(path, run_id)`` reads it). ``key`` identifies the row by
         content (default ``row:<index>``, by position); ``fingerprint`` is the id ``begin_batch`` returned
-        for the flow that computed it.
+        for the flow that computed it; ``lineage`` the row's (``nbflow._engine.lineage.row_lineage``).
 
         Raises UnstorableValue (nothing written) for a value that cannot be encoded, StoreError when
         the file cannot be written: locked for longer than ``lock_wait`` (retried until then), disk
@@ -481,6 +490,7 @@ class BatchStore:
             run=run,
             key=key,
             fingerprint=fingerprint,
+            lineage=lineage,
         )
         self.write_rows([row])
 
@@ -497,17 +507,21 @@ class BatchStore:
         run: Run | None = None,
         key: str | None = None,
         fingerprint: str | None = None,
+        lineage: str | None = None,
     ) -> PreparedRow:
         """Encode a row as ``write_row`` would, writing nothing yet (``write_rows`` writes it).
 
         Raises UnstorableValue for a value that cannot be encoded.
         """
         if not secret_columns and not secrets:
-            row = self.plain_row(batch_id, index, run_id, status, data, key, fingerprint, run)
+            row = self.plain_row(batch_id, index, run_id, status, data, key, fingerprint, run, lineage)
             if row is not None:
                 return row
-        text = encode_row(data, secret_columns, redactor(secrets))
-        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run)
+        red = redactor(secrets)
+        text = encode_row(data, secret_columns, red)
+        if lineage is not None and red is not None:
+            lineage = red(lineage)
+        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run, lineage)
 
     @staticmethod
     def plain_row(
@@ -519,6 +533,7 @@ class BatchStore:
         key: str | None = None,
         fingerprint: str | None = None,
         run: Run | None = None,
+        lineage: str | None = None,
     ) -> PreparedRow | None:
         """``prepare_row`` of a row with no secret (no secret column, no secret text to redact) whose every cell
         is a plain scalar (the common row: its JSON is the row itself); None for any other row (``prepare_row``
@@ -526,9 +541,9 @@ class BatchStore:
         if type(data) is not dict or not _AS_IS.issuperset(map(type, data.values())):
             return None
         text = _plain_json(data)
-        if not json_holds_no_secret(text):  # a secret known by value (the environment, an nf.Secret) is in it
-            return None
-        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run)
+        if not json_holds_no_secret(text) or (lineage is not None and not json_holds_no_secret(lineage)):
+            return None  # a secret known by value (the environment, an nf.Secret) is in it
+        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run, lineage)
 
     def write_rows(self, rows: Iterable[PreparedRow]) -> set[str]:
         """Write prepared rows (and their run records) in ONE transaction: all of them are on disk, or none.
@@ -741,6 +756,18 @@ class BatchStore:
         ).fetchone()
         return None if row is None else (row[0], int(row[1]), row[2])
 
+    def row_lineage(self, batch_id: str, run_id: str) -> tuple[dict[str, str | None] | None, str | None] | None:
+        """(per-node fingerprints, stored lineage text) of the row ``run_id`` wrote (each None when not recorded: a
+        row written before nbflow kept them); None when the batch has no such row."""
+        has = self._has_lineage
+        if has is None:
+            has = self._has_lineage = any(r[1] == "lineage" for r in self._db.execute("PRAGMA table_info(batch_rows)"))
+        row = self._db.execute(
+            f"SELECT fingerprint, {'lineage' if has else 'NULL'} FROM batch_rows WHERE batch_id = ? AND run_id = ?",
+            (batch_id, run_id),
+        ).fetchone()
+        return None if row is None else (self.fingerprints(row[0]), row[1])
+
     def stored_rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> list[StoredRow]:
         """Every finished row of a batch with its content key and fingerprints, in row order (see ``rows``)."""
         out: list[StoredRow] = []
@@ -837,13 +864,26 @@ def _prepared(
     key: str | None,
     fingerprint: str | None,
     run: Run | None,
+    lineage: str | None = None,
 ) -> PreparedRow:
     """The row's values in ``_ROW_SQL``'s order (after its rowid), ``text`` its encoded data."""
-    args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text)
+    args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text, lineage)
     return _new_prepared(PreparedRow, (args, run))
 
 
 _new_prepared = tuple.__new__  # (PreparedRow(args, run) runs a Python-level __new__: ~0.3 µs a row)
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Add ``_ROW_COLUMNS`` a file lacks (written by an nbflow before them); another process may add them first."""
+    have = {r[1] for r in db.execute("PRAGMA table_info(batch_rows)")}
+    for name, kind in _ROW_COLUMNS.items():
+        if name not in have:
+            try:
+                db.execute(f"ALTER TABLE batch_rows ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):
+                    raise
 
 
 def _meta_text(meta: Mapping[str, Any]) -> str:
