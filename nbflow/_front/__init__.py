@@ -27,13 +27,15 @@ def asset(name: str) -> str:
 
 
 def look_js() -> str:
-    """``const NBX_LOOK = {...}``: the state colours and symbols (``nbflow._show.draw``) the components use."""
+    """``const NBX_LOOK = {...}``: the state colours, symbols and bar segments (``nbflow._show.draw``) the
+    components use."""
     from nbflow._core.states import NodeStatus
-    from nbflow._show.draw import STATE_COLORS, SYMBOLS
+    from nbflow._show.draw import SEGMENTS, STATE_COLORS, SYMBOLS
 
     look = {
         "colors": {s.value: list(c) for s, c in STATE_COLORS.items() if isinstance(s, NodeStatus)},
         "symbols": SYMBOLS,
+        "segments": SEGMENTS,
     }
     return f"const NBX_LOOK = {json.dumps(look)};\n"
 

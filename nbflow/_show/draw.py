@@ -17,7 +17,17 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["STATE_COLORS", "SYMBOLS", "count_nodes", "graph_shape", "mimebundle", "shape_svg", "text_graph", "to_dot"]
+__all__ = [
+    "SEGMENTS",
+    "STATE_COLORS",
+    "SYMBOLS",
+    "count_nodes",
+    "graph_shape",
+    "mimebundle",
+    "shape_svg",
+    "text_graph",
+    "to_dot",
+]
 
 # fill, border: readable on light and dark themes; failed must stand out.
 STATE_COLORS: dict[NodeStatus, tuple[str, str]] = {
@@ -40,6 +50,19 @@ SYMBOLS: dict[str, str] = {
     "failed": "✗",
     "skipped": "–",
     "cancelled": "⊘",
+}
+
+# How a state fills its share of a bar of row counts (the batch's bar, each variant's bar, the viewer's bars):
+# a colour, and a pattern for the states a colour alone would not tell apart (failed, paused, cancelled).
+SEGMENTS: dict[str, str] = {
+    "succeeded": "#2b8a3e",
+    "failed": "repeating-linear-gradient(45deg, #c92a2a 0 4px, #fff 4px 6px)",
+    "paused": "repeating-linear-gradient(90deg, #7048e8 0 3px, #fff 3px 5px)",
+    "cancelled": "repeating-linear-gradient(0deg, #d9480f 0 3px, #fff 3px 5px)",
+    "skipped": "repeating-linear-gradient(0deg, #868e96 0 2px, #fff 2px 5px)",
+    "running": "#f08c00",
+    "from store": "#74c0fc",
+    "pending": "#dee2e6",
 }
 
 _warned = False
