@@ -160,7 +160,15 @@ function nbxGraph(svgText, states, onPick) {
     g.addEventListener("click", () => onPick && onPick(name));
     g.addEventListener("keydown", (e) => { if (e.key === "Enter") onPick && onPick(name); });
   }
-  return h("div", { class: "nbx-graph" }, svg);
+  // a router's edge to a branch: taken (its node ran) solid, not taken (its node skipped) dashed and grey
+  const branches = [...svg.querySelectorAll("g.nbflow-branch")];
+  for (const g of branches) {
+    const st = states[g.id.replace(/^branch__/, "")];
+    g.classList.toggle("nbflow-not-taken", st === "skipped");
+    g.classList.toggle("nbflow-taken", ["running", "paused", "succeeded", "failed", "cancelled"].includes(st));
+  }
+  const legend = branches.length ? h("div", { class: "nbx-legend" }, h("span", { class: "nbx-taken" }, "━━ branch taken"), "  ╌╌ branch not taken (skipped)") : null;
+  return h("div", { class: "nbx-graph" }, svg, legend);
 }
 
 function nbxPre(text, cls = "") { return h("pre", { class: `nbx-pre ${cls}` }, text); }
