@@ -96,9 +96,11 @@ function render({ model, el }) {
     const ht = parseFloat(svg.getAttribute("data-h") || "0");
     if (zoom === 0) {
       // the largest size (never above natural) at which the whole picture shows: the pane's width, and the
-      // height left in the window below the pane's top (at most the pane's own 640 px, at least 240 px)
-      const top = Math.max(0, pane.getBoundingClientRect().top);
-      const room = Math.min(640, Math.max(240, (window.innerHeight || 720) - Math.min(top, 200) - 16)) - 4;
+      // height of the visible area (the notebook's scrolling panel, else the window) below the pane's top
+      // (at most the pane's own 640 px, at least 240 px)
+      const area = visibleArea();
+      const top = Math.min(Math.max(area.top, pane.getBoundingClientRect().top), area.top + 200);
+      const room = Math.min(640, Math.max(240, area.bottom - top - 12)) - 4;
       const across = pane.clientWidth - 4;
       const scale = w && ht && across > 0 ? Math.min(1, across / w, room / ht) : 1;
       svg.style.width = w ? w * scale + "px" : "100%";
@@ -109,6 +111,18 @@ function render({ model, el }) {
       svg.style.maxWidth = "none";
       svg.style.height = "auto";
     }
+  }
+
+  // the part of the page the pane scrolls in: its nearest scrolling ancestor (JupyterLab's notebook panel)
+  function visibleArea() {
+    for (let e = pane.parentElement; e && e !== document.body; e = e.parentElement) {
+      const y = getComputedStyle(e).overflowY;
+      if ((y === "auto" || y === "scroll") && e.scrollHeight > e.clientHeight) {
+        const r = e.getBoundingClientRect();
+        return { top: Math.max(0, r.top), bottom: Math.min(window.innerHeight || r.bottom, r.bottom) };
+      }
+    }
+    return { top: 0, bottom: window.innerHeight || 720 };
   }
 
   function drawSvg() {

@@ -908,7 +908,9 @@ class RunView(anywidget.AnyWidget):
         """
         run = self.run
         rows: list[str] = []
-        urgent: list[str] = []  # failed, paused, cancelled, running nodes: listed above the picture, seen without scrolling
+        urgent: list[
+            str
+        ] = []  # failed, paused, cancelled, running nodes: listed above the picture, seen without scrolling
         left_out: dict[str, int] = {}  # state -> nodes not listed (a big run's succeeded, skipped or pending)
         if run is not None:
             self._collect_secrets(run)

@@ -1,0 +1,167 @@
+"""The run view's layout in JupyterLab + headless Chromium, on a 12-node flow with a router whose last node fails:
+"fit" shows the whole graph (width and height) at 1280×720, the failed node included; narrower than 800 px the
+inspector goes below the graph; branch edges taken and not taken look different (and the legend says so); axe-core
+finds no serious accessibility violation in the view. Screenshots: tests/artifacts/run_view_fit.png and
+run_view_narrow.png."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.helpers.browser import ARGS, CHROMIUM, Server, open_notebook, run_all, shot_folders, write_notebook
+
+CELLS = [
+    "import nbflow as nf\n\nflow = nf.Flow('tall')",
+    """@flow.node
+def s1(x: int) -> int:
+    return x + 1
+
+
+@flow.node
+def s2(s1: int) -> int:
+    return s1 + 1
+
+
+@flow.node
+def s3(s2: int) -> int:
+    return s2 + 1
+
+
+@flow.node
+def s4(s3: int) -> int:
+    return s3 + 1
+
+
+@flow.node
+def s5(s4: int) -> int:
+    return s4 + 1
+
+
+@flow.node
+def s6(s5: int) -> int:
+    return s5 + 1
+
+
+@flow.node
+def s7(s6: int) -> int:
+    return s6 + 1
+
+
+@flow.router(branches=["billing", "tech"])
+def route(s7: int) -> str:
+    return "tech"
+
+
+@flow.node(branch="route.billing")
+def billing(s7: int) -> int:
+    return s7
+
+
+@flow.node(branch="route.tech")
+def tech(s7: int) -> int:
+    return s7
+
+
+@flow.node
+def s8(tech: int) -> int:
+    return tech + 1
+
+
+@flow.node
+def final(s8: int) -> int:
+    raise ValueError(f"the last step failed at {s8}")""",
+    "run = flow.run(x=1)",
+]
+
+
+def _axe_serious(page: Any, within: str) -> list[str]:
+    """axe-core's serious and critical violations inside ``within`` (the view: JupyterLab's own page is not ours)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page, context=within).response["violations"]
+    return [
+        f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in found if v["impact"] in ("serious", "critical")
+    ]
+
+
+def _box(locator: Any) -> dict[str, float]:
+    box = locator.bounding_box()
+    assert box is not None
+    return box
+
+
+@pytest.mark.browser
+def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    write_notebook(lab.work / "tall.ipynb", CELLS)
+    folders = shot_folders()
+    wait = {"timeout": 60_000}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            open_notebook(page, lab, "tall.ipynb")
+            run_all(page)
+            view = page.locator(".nbflow-runview").first
+            expect(view.locator(".nbflow-badge-failed")).to_be_visible(**wait)
+            failed = view.locator("svg g#node-final")
+            expect(failed).to_have_class(_has("failed"), **wait)
+
+            # branch edges: the one not taken dashed and grey, the taken one solid, and a legend saying so
+            skipped = view.locator("svg g#branch__billing")
+            taken = view.locator("svg g#branch__tech")
+            expect(skipped).to_have_class(_has("nbflow-not-taken"), **wait)
+            expect(taken).to_have_class(_has("nbflow-taken"), **wait)
+            expect(skipped.locator("path").first).not_to_have_css("stroke-dasharray", "none")
+            expect(taken.locator("path").first).to_have_css("stroke-dasharray", "none")
+            dashed = skipped.locator("path").first.evaluate("e => getComputedStyle(e).stroke")
+            solid = taken.locator("path").first.evaluate("e => getComputedStyle(e).stroke")
+            assert dashed != solid, (dashed, solid)
+            expect(view.locator(".nbflow-rv-legend")).to_contain_text("branch not taken")
+
+            # "fit": the whole graph in the visible area, the failed node (the lowest) on screen
+            view.evaluate("e => e.scrollIntoView({block: 'start'})")
+            page.mouse.wheel(0, -40)  # (JupyterLab's toolbar may cover the top: back off a little)
+            view.get_by_role("button", name="fit").click()
+            time.sleep(0.5)
+            pane = view.locator(".nbflow-rv-graph")
+            svg = view.locator(".nbflow-rv-svg svg")
+            natural = float(svg.get_attribute("data-h") or 0)
+            assert natural > 720, natural  # the graph is taller than the window: fitting it means scaling it
+            sbox, pbox, fbox = _box(svg), _box(pane), _box(failed)
+            assert sbox["height"] <= pbox["height"] + 1 and sbox["width"] <= pbox["width"] + 1, (sbox, pbox)
+            bottom = _box(page.locator("#jp-main-statusbar"))["y"]  # the notebook's visible area ends there
+            assert fbox["y"] >= 0 and fbox["y"] + fbox["height"] <= bottom, (fbox, bottom)  # the failed node shows
+            assert pane.evaluate("e => e.scrollHeight <= e.clientHeight + 1")  # nothing to scroll to
+            # two columns at 1280: the inspector beside the graph
+            right = _box(view.locator(".nbflow-rv-right"))
+            assert right["x"] >= pbox["x"] + pbox["width"] - 1, (right, pbox)
+            for folder in folders:
+                page.screenshot(path=str(folder / "run_view_fit.png"))
+
+            serious = _axe_serious(page, ".nbflow-runview")
+            assert not serious, serious
+
+            # narrower than 800 px: one column, the inspector below the graph
+            page.set_viewport_size({"width": 760, "height": 720})
+            time.sleep(0.8)
+            pbox = _box(pane)
+            right = _box(view.locator(".nbflow-rv-right"))
+            assert right["y"] >= pbox["y"] + pbox["height"] - 1, (right, pbox)
+            assert _box(svg)["width"] <= pbox["width"] + 1
+            view.evaluate("e => e.scrollIntoView({block: 'start'})")
+            for folder in folders:
+                page.screenshot(path=str(folder / "run_view_narrow.png"))
+        finally:
+            browser.close()
+
+
+def _has(cls: str) -> Any:
+    import re
+
+    name = cls if cls.startswith("nbflow-") else f"nbflow-{cls}"
+    return re.compile(rf"(^|\s){name}(\s|$)")
