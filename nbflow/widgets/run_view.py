@@ -823,7 +823,7 @@ class RunView(anywidget.AnyWidget):
             )
         return (
             f"<div><b>{what}</b> ({len(rows_of)}, {len(failed)} failed)</div>"
-            f'<div class="nbflow-scroll"><table><tr><th>#</th><th>state</th><th>took</th><th>output / error</th></tr>'
+            f'<div class="nbflow-scroll" tabindex="0" role="region" aria-label="attempts"><table><tr><th>#</th><th>state</th><th>took</th><th>output / error</th></tr>'
             f"{''.join(rows)}</table></div>{more}{tb}"
         )
 

@@ -74,6 +74,20 @@ def s8(tech: int) -> int:
 def final(s8: int) -> int:
     raise ValueError(f"the last step failed at {s8}")""",
     "run = flow.run(x=1)",
+    """mapped = nf.Flow("mapped")
+
+
+@mapped.node
+def items() -> list[int]:
+    return list(range(320))
+
+
+@mapped.node(map=nf.Map("items"))
+def double(items: int) -> int:
+    return items * 2
+
+
+listed = mapped.run()""",
 ]
 
 
@@ -145,6 +159,19 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
 
             serious = _axe_serious(page, ".nbflow-runview")
             assert not serious, serious
+
+            # a map's list of 320 numbers: a few wrapped lines with a count, every item behind "show all"
+            mapped = page.locator(".nbflow-runview").nth(1)
+            expect(mapped.locator(".nbflow-badge-succeeded")).to_be_visible(**wait)
+            mapped.locator("select").select_option(value="double")
+            shown = mapped.locator("pre.nbflow-list")
+            expect(shown).to_contain_text("… 260 more]", **wait)
+            assert _box(shown)["height"] < 200, _box(shown)  # a few lines (one number a line: ~320 lines, 5,000 px)
+            mapped.get_by_text("show all 320 items").click()
+            expect(mapped.locator("details.nbflow-list-all pre")).to_contain_text("398, … 120 more not shown]")
+            mapped.scroll_into_view_if_needed()
+            for folder in folders:
+                mapped.screenshot(path=str(folder / "run_view_list.png"))
 
             # narrower than 800 px: one column, the inspector below the graph
             page.set_viewport_size({"width": 760, "height": 720})
