@@ -206,7 +206,7 @@ def _flat_html(items: list[Any], redact: Redact) -> str:
     every = items[:MAX_ITEMS]
     text = dumps(every)
     if len(items) > MAX_ITEMS:
-        text = text[:-1] + f", … {len(items) - MAX_ITEMS:,} more not shown]"
+        text = text[:-1] + f", … {len(items) - MAX_ITEMS:,} more items not shown]"
     return (
         f'<pre class="nbflow-list">{esc(redact(first))}</pre>'
         f'<details class="nbflow-list-all"><summary>show all {len(items):,} items</summary>{_pre(text, redact)}</details>'

@@ -168,7 +168,7 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
             expect(shown).to_contain_text("… 260 more]", **wait)
             assert _box(shown)["height"] < 200, _box(shown)  # a few lines (one number a line: ~320 lines, 5,000 px)
             mapped.get_by_text("show all 320 items").click()
-            expect(mapped.locator("details.nbflow-list-all pre")).to_contain_text("398, … 120 more not shown]")
+            expect(mapped.locator("details.nbflow-list-all pre")).to_contain_text("398, … 120 more items not shown]")
             mapped.scroll_into_view_if_needed()
             for folder in folders:
                 mapped.screenshot(path=str(folder / "run_view_list.png"))

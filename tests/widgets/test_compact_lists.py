@@ -35,7 +35,7 @@ async def test_a_maps_list_output_is_a_few_lines_with_a_count_and_show_all() -> 
     first, every = _pres(out)
     assert first.count("\n") == 0 and first.startswith("[0, 2, 4,") and first.endswith(f"… {320 - FLAT_SHOWN} more]")
     assert "<summary>show all 320 items</summary>" in out
-    assert every.count("\n") == 0 and every.endswith(f"… {320 - MAX_ITEMS} more not shown]")
+    assert every.count("\n") == 0 and every.endswith(f"… {320 - MAX_ITEMS} more items not shown]")
     assert every.startswith("[0, 2, 4,") and f", {2 * (MAX_ITEMS - 1)}," in every
 
 
