@@ -88,6 +88,17 @@ def double(items: int) -> int:
 
 
 listed = mapped.run()""",
+    """graded = nf.Flow("graded")
+
+
+@graded.node
+def answer(q: int, prompt: str) -> str:
+    if q == 3 and prompt == "steps":
+        raise RuntimeError(f"model refused q{q}")
+    return f"{prompt}: q{q}"
+
+
+df = graded.batch([{"q": i} for i in range(6)], grid={"prompt": ["terse", "steps"]})""",
 ]
 
 
@@ -172,6 +183,30 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
             mapped.scroll_into_view_if_needed()
             for folder in folders:
                 mapped.screenshot(path=str(folder / "run_view_list.png"))
+
+            # the explorer (a batch's results) in JupyterLab: no serious axe violation either
+            explorer = page.locator(".nbflow-explorer").first
+            expect(explorer.locator(".nbx-range")).to_have_text("1–12 of 12", **wait)
+            serious = _axe_serious(page, ".nbflow-explorer")
+            assert not serious, serious
+
+            # JupyterLab's dark theme: every text of the run view and the explorer keeps AA contrast (axe's
+            # color-contrast rule; the error text was 2.73:1)
+            page.evaluate(
+                "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+            )
+            page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+            time.sleep(1.0)  # the theme's stylesheet applies
+            for within in (".nbflow-runview", ".nbflow-explorer"):
+                serious = _axe_serious(page, within)
+                assert not serious, (within, serious)
+            view.scroll_into_view_if_needed()
+            for folder in folders:
+                view.screenshot(path=str(folder / "run_view_dark_failed.png"))
+            page.evaluate(
+                "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
+            )
+            page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)
 
             # narrower than 800 px: one column, the inspector below the graph
             page.set_viewport_size({"width": 760, "height": 720})
