@@ -160,6 +160,39 @@ def test_viewer_pages_in_chromium(runs_db: Path) -> None:
     assert digest(runs_db) == before
 
 
+def test_viewer_pages_in_the_systems_dark_mode(runs_db: Path) -> None:
+    """With the system in dark mode the pages turn dark, and every text keeps WCAG AA contrast (the error text
+    included: it was 2.73:1 in a dark theme); axe-core finds no serious violation. The light pages are checked in
+    test_viewer_pages_in_chromium."""
+    require("axe_playwright_python")
+    from playwright.sync_api import expect
+
+    viewer = Viewer([runs_db]).start()
+    try:
+        with _page(color_scheme="dark") as page:
+            problems = _watch(page)
+            pages = {
+                "experiments": ("", "table.nbx-experiments tbody tr"),
+                "experiment": ("#/e/0%3Av1", "tr.nbx-row"),
+                "row_failed": ("#/r/0%3Av1/6", ".nbx-detail .nbx-err"),
+                "compare": ("#/c/0%3Av1/0%3Av2", ".nbx-verdict"),
+            }
+            for name, (route, ready) in pages.items():
+                page.goto(viewer.url + route)
+                expect(page.locator(ready).first).to_be_visible(**WAIT)
+                assert page.evaluate("() => document.body.dataset.jpThemeLight") == "false"
+                background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+                assert background == "rgb(30, 30, 30)", background
+                if name == "row_failed":
+                    expect(page.locator(".nbx-detail .nbx-err").first).to_contain_text("model refused")
+                _shot(page, f"viewer_dark_{name}.png")
+                assert not page.evaluate(LOW_CONTRAST), (name, page.evaluate(LOW_CONTRAST))
+                assert not _axe_serious(page), (name, _axe_serious(page))
+            assert not problems, problems
+    finally:
+        viewer.stop()
+
+
 def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     require()
     from playwright.sync_api import expect
