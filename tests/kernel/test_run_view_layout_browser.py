@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.browser import ARGS, CHROMIUM, Server, open_notebook, run_all, shot_folders, write_notebook
+from tests.helpers.browser import (
+    ARGS,
+    CHROMIUM,
+    Server,
+    axe_serious,
+    open_notebook,
+    run_all,
+    shot_folders,
+    write_notebook,
+)
 
 CELLS = [
     "import nbflow as nf\n\nflow = nf.Flow('tall')",
@@ -102,16 +111,6 @@ df = graded.batch([{"q": i} for i in range(6)], grid={"prompt": ["terse", "steps
 ]
 
 
-def _axe_serious(page: Any, within: str) -> list[str]:
-    """axe-core's serious and critical violations inside ``within`` (the view: JupyterLab's own page is not ours)."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    found = Axe().run(page, context=within).response["violations"]
-    return [
-        f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in found if v["impact"] in ("serious", "critical")
-    ]
-
-
 def _box(locator: Any) -> dict[str, float]:
     box = locator.bounding_box()
     assert box is not None
@@ -168,7 +167,7 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
             for folder in folders:
                 page.screenshot(path=str(folder / "run_view_fit.png"))
 
-            serious = _axe_serious(page, ".nbflow-runview")
+            serious = axe_serious(page, ".nbflow-runview")
             assert not serious, serious
 
             # a map's list of 320 numbers: a few wrapped lines with a count, every item behind "show all"
@@ -187,7 +186,7 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
             # the explorer (a batch's results) in JupyterLab: no serious axe violation either
             explorer = page.locator(".nbflow-explorer").first
             expect(explorer.locator(".nbx-range")).to_have_text("1–12 of 12", **wait)
-            serious = _axe_serious(page, ".nbflow-explorer")
+            serious = axe_serious(page, ".nbflow-explorer")
             assert not serious, serious
 
             # JupyterLab's dark theme: every text of the run view and the explorer keeps AA contrast (axe's
@@ -198,7 +197,7 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
             page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
             time.sleep(1.0)  # the theme's stylesheet applies
             for within in (".nbflow-runview", ".nbflow-explorer"):
-                serious = _axe_serious(page, within)
+                serious = axe_serious(page, within)
                 assert not serious, (within, serious)
             view.scroll_into_view_if_needed()
             for folder in folders:
