@@ -226,3 +226,40 @@ def _has(cls: str) -> Any:
 
     name = cls if cls.startswith("nbflow-") else f"nbflow-{cls}"
     return re.compile(rf"(^|\s){name}(\s|$)")
+
+
+@pytest.mark.browser
+def test_the_saved_snapshot_shows_the_failure_without_scrolling(tmp_path: Any) -> None:
+    """The static snapshot (what a saved notebook, nbconvert and GitHub show) of the same 12-node run, opened in
+    Chromium at 1280×720: the failed node and its error are on screen, the picture shows whole (no scroll box),
+    with its branch legend. Screenshot: tests/artifacts/run_view_snapshot.png."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from nbflow.widgets import RunView
+    from tests.helpers.browser import require
+
+    require()
+    space: dict[str, Any] = {}
+    exec("\n".join(CELLS[:2]), space)  # the same flow, run here
+    run = space["flow"].run(x=1, show=False)
+    page_file = tmp_path / "snapshot.html"
+    page_file.write_text(f"<!doctype html><meta charset='utf-8'><body>{RunView(run).snapshot_html()}</body>")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(page_file.as_uri())
+            urgent = page.locator(".nbflow-snap-urgent")
+            expect(urgent).to_contain_text("the last step failed at 9")
+            box = _box(urgent)
+            assert box["y"] + box["height"] <= 720, box  # the failure, seen without scrolling
+            graph = page.locator("img.nbflow-snap-graph")
+            gbox = _box(graph)
+            assert gbox["height"] <= 641, gbox
+            assert graph.evaluate("e => e.naturalHeight > 0 && e.complete")
+            assert graph.evaluate("e => e.parentElement.scrollHeight <= e.parentElement.clientHeight + 1")
+            expect(page.locator(".nbflow-snap-legend")).to_contain_text("branch not taken")
+            for folder in shot_folders():
+                page.screenshot(path=str(folder / "run_view_snapshot.png"), full_page=True)
+        finally:
+            browser.close()
