@@ -123,7 +123,7 @@ def test_fit_narrow_branches_and_axe_in_jupyterlab(lab: Server) -> None:
 
     write_notebook(lab.work / "tall.ipynb", CELLS)
     folders = shot_folders()
-    wait = {"timeout": 60_000}
+    wait: dict[str, Any] = {"timeout": 60_000}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:

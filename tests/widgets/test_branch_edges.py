@@ -69,5 +69,9 @@ async def test_the_snapshot_marks_each_branch_and_says_so_in_a_legend(comm_log: 
     assert "branch taken" in html and "branch not taken" in html
     assert "overflow:auto" not in html.split("nbflow-snap-graph")[0][-200:]  # the picture is in no scroll box
     plain = nf.Flow("plain")
-    plain.node(lambda x: x, name="echo")
+
+    @plain.node
+    def echo(x: int) -> int:
+        return x
+
     assert "branch not taken" not in RunView(await plain.arun(x=1, show=False)).snapshot_html()
