@@ -224,7 +224,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("stores", nargs="+", metavar="RUNS.db")
     v.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
-    v.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1; others warn)")
+    v.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to bind (default 127.0.0.1; ::1 for IPv6; an address that is not loopback warns)",
+    )
     v.add_argument("--no-browser", action="store_true", help="print the URL only")
 
     o = sub.add_parser(

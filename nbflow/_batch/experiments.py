@@ -127,10 +127,9 @@ def experiments(db: str | os.PathLike[str] | BatchStore) -> pd.DataFrame:
             meta = info.get("meta", {})
             counts = meta.get("counts", {})
             ok, bad = counts.get("succeeded", 0), counts.get("failed", 0)
-            if not counts:  # interrupted before the end was recorded: count what the store holds
-                for r in store.stored_rows(b["batch_id"], unpickle=False):
-                    ok += r.status == "succeeded"
-                    bad += r.status == "failed"
+            if not counts:  # still running, or interrupted before the end was recorded: count what the store holds
+                held = store.status_counts(b["batch_id"])
+                ok, bad = held.get("succeeded", 0), held.get("failed", 0)
             cost = sum(float(s.get("cost_total") or 0.0) for s in meta.get("summary", []) if "cost_total" in s)
             has_cost = any("cost_total" in s for s in meta.get("summary", []))
             records.append(

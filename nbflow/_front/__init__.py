@@ -27,13 +27,15 @@ def asset(name: str) -> str:
 
 
 def look_js() -> str:
-    """``const NBX_LOOK = {...}``: the state colours and symbols (``nbflow._show.draw``) the components use."""
+    """``const NBX_LOOK = {...}``: the state colours, symbols and bar segments (``nbflow._show.draw``) the
+    components use."""
     from nbflow._core.states import NodeStatus
-    from nbflow._show.draw import STATE_COLORS, SYMBOLS
+    from nbflow._show.draw import SEGMENTS, STATE_COLORS, SYMBOLS
 
     look = {
         "colors": {s.value: list(c) for s, c in STATE_COLORS.items() if isinstance(s, NodeStatus)},
         "symbols": SYMBOLS,
+        "segments": SEGMENTS,
     }
     return f"const NBX_LOOK = {json.dumps(look)};\n"
 
@@ -62,9 +64,16 @@ h1 {{ font-size: 20px; margin: 8px 0; }} h2 {{ font-size: 16px; margin: 14px 0 6
 .nbx-nav {{ margin-bottom: 8px; }} .nbx-nav a, a.nbx-open {{ color: #1864ab; }}
 .nbx-sort {{ background: none; border: none; font: inherit; font-weight: 600; cursor: pointer; padding: 0; color: inherit; }}
 .nbx-verdict {{ font-size: 15px; font-weight: 600; }}
+/* the system's dark mode: JupyterLab's dark-theme attribute is set on <body>, so the components' dark rules
+   (written once, in components.css) apply, with the page's own colours here */
+body[data-jp-theme-light="false"] {{ background: #1e1e1e; color-scheme: dark; --jp-ui-font-color1: #e9ecef;
+  --jp-ui-font-color2: #ced4da; --jp-layout-color2: #2c2f33; --jp-border-color2: #495057; --jp-brand-color1: #74c0fc; }}
+body[data-jp-theme-light="false"] .nbx-nav a, body[data-jp-theme-light="false"] a.nbx-open {{ color: #74c0fc; }}
+body[data-jp-theme-light="false"] .nbx-graph g.edge text, body[data-jp-theme-light="false"] .nbx-graph g.cluster text {{ fill: #ced4da; }}
 </style></head>
 <body class="nbx"><main id="nbx-app" aria-live="polite">loading…</main>
 {data}<script>
+if (window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches) document.body.setAttribute("data-jp-theme-light", "false");
 {look}{components}
 {source}
 {app}

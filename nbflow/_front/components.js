@@ -21,6 +21,7 @@ function h(tag, attrs = {}, ...kids) {
 
 const NBX_COLORS = NBX_LOOK.colors;   // state -> [fill, border]
 const NBX_SYMBOLS = NBX_LOOK.symbols; // state -> symbol (told apart without colour too)
+// NBX_LOOK.segments: state -> a bar segment's background (colour, and a pattern where colour alone would not do)
 const NBX_ORDER = ["succeeded", "failed", "paused", "cancelled", "running", "pending"];
 
 function nbxState(status) {
@@ -53,7 +54,7 @@ function nbxBars(progress) {
       const n = p.counts[status];
       if (!n) continue;
       parts.push(`${NBX_SYMBOLS[status] || ""} ${n} ${status}`);
-      bar.append(h("span", { class: `nbx-seg nbx-seg-${status}`, style: `flex:${n}`, title: `${n} ${status}` }));
+      bar.append(h("span", { class: `nbx-seg nbx-seg-${status.replace(/[^a-z]/g, "")}`, style: `flex:${n};background:${NBX_LOOK.segments[status] || "#ced4da"}`, title: `${n} ${status}` }));
     }
     bar.setAttribute("aria-label", `${p.label}: ${parts.join(", ")}`);
     box.append(h("div", { class: "nbx-bar-row" }, h("span", { class: "nbx-label" }, p.label), bar,
@@ -159,7 +160,15 @@ function nbxGraph(svgText, states, onPick) {
     g.addEventListener("click", () => onPick && onPick(name));
     g.addEventListener("keydown", (e) => { if (e.key === "Enter") onPick && onPick(name); });
   }
-  return h("div", { class: "nbx-graph" }, svg);
+  // a router's edge to a branch: taken (its node ran) solid, not taken (its node skipped) dashed and grey
+  const branches = [...svg.querySelectorAll("g.nbflow-branch")];
+  for (const g of branches) {
+    const st = states[g.id.replace(/^branch__/, "")];
+    g.classList.toggle("nbflow-not-taken", st === "skipped");
+    g.classList.toggle("nbflow-taken", ["running", "paused", "succeeded", "failed", "cancelled"].includes(st));
+  }
+  const legend = branches.length ? h("div", { class: "nbx-legend" }, h("span", { class: "nbx-taken" }, "━━ branch taken"), "  ╌╌ branch not taken (skipped)") : null;
+  return h("div", { class: "nbx-graph" }, svg, legend);
 }
 
 function nbxPre(text, cls = "") { return h("pre", { class: `nbx-pre ${cls}` }, text); }

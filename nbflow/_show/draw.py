@@ -17,7 +17,17 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["STATE_COLORS", "SYMBOLS", "count_nodes", "graph_shape", "mimebundle", "shape_svg", "text_graph", "to_dot"]
+__all__ = [
+    "SEGMENTS",
+    "STATE_COLORS",
+    "SYMBOLS",
+    "count_nodes",
+    "graph_shape",
+    "mimebundle",
+    "shape_svg",
+    "text_graph",
+    "to_dot",
+]
 
 # fill, border: readable on light and dark themes; failed must stand out.
 STATE_COLORS: dict[NodeStatus, tuple[str, str]] = {
@@ -40,6 +50,19 @@ SYMBOLS: dict[str, str] = {
     "failed": "✗",
     "skipped": "–",
     "cancelled": "⊘",
+}
+
+# How a state fills its share of a bar of row counts (the batch's bar, each variant's bar, the viewer's bars):
+# a colour, and a pattern for the states a colour alone would not tell apart (failed, paused, cancelled).
+SEGMENTS: dict[str, str] = {
+    "succeeded": "#2b8a3e",
+    "failed": "repeating-linear-gradient(45deg, #c92a2a 0 4px, #fff 4px 6px)",
+    "paused": "repeating-linear-gradient(90deg, #7048e8 0 3px, #fff 3px 5px)",
+    "cancelled": "repeating-linear-gradient(0deg, #d9480f 0 3px, #fff 3px 5px)",
+    "skipped": "repeating-linear-gradient(0deg, #868e96 0 2px, #fff 2px 5px)",
+    "running": "#f08c00",
+    "from store": "#74c0fc",
+    "pending": "#dee2e6",
 }
 
 _warned = False
@@ -319,9 +342,7 @@ def _draw_nodes(
             dot.node(here, label, **attrs)
         if spec.branch is not None:
             router, branch = spec.branch
-            edges.append(
-                (prefix + router, here, {"label": branch, "style": "bold", "color": "#7048e8", "fontcolor": "#7048e8"})
-            )
+            edges.append((prefix + router, here, branch_edge(branch, here, rec.status if rec is not None else None)))
         handled = spec.options.get("on_failure_of")
         if handled is not None:  # the fail branch: one red edge, whether or not it takes the error
             edges.append(
@@ -350,6 +371,26 @@ def _draw_nodes(
             elif dep.source in feeds:
                 src, outer_label = feeds[dep.source]
                 edges.append((src, here, {"label": outer_label or label, "style": "solid"}))
+
+
+_RAN = frozenset({NodeStatus.RUNNING, NodeStatus.PAUSED, NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED})
+
+
+def branch_edge(branch: str, target: str, status: NodeStatus | None) -> dict[str, str]:
+    """A router's edge to a node of one of its branches: bold violet, solid, once the branch is taken (its node
+    ran) or while undecided; thin, grey and dashed when it was not taken (its node skipped). Its SVG id is
+    ``branch__<target path>`` and its class ``nbflow-branch`` (+ ``nbflow-taken`` / ``nbflow-not-taken``): the
+    live view and the snapshot restyle it as the run goes (``nbflow/widgets/graph_pane.py``)."""
+    attrs = {"label": branch, "id": f"branch__{target}", "class": "nbflow-branch"}
+    if status is NodeStatus.SKIPPED:
+        attrs.update(
+            style="dashed", color="#adb5bd", fontcolor="#495057", **{"class": "nbflow-branch nbflow-not-taken"}
+        )
+    else:
+        attrs.update(style="bold", color="#7048e8", fontcolor="#7048e8")
+        if status in _RAN:
+            attrs["class"] = "nbflow-branch nbflow-taken"
+    return attrs
 
 
 def count_nodes(graph: Graph) -> int:

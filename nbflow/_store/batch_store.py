@@ -451,6 +451,16 @@ class BatchStore:
         ).fetchall()
         return [{"batch_id": r[0], "flow": r[1], "created_at": r[2], "n_rows": r[3], "finished": r[4]} for r in rows]
 
+    def status_counts(self, batch_id: str) -> dict[str, int]:
+        """How many finished rows of a batch have each status, counted by SQLite (no row is read into Python: a
+        running 100,000-row batch counts in milliseconds)."""
+        return {
+            str(status): int(n)
+            for status, n in self._db.execute(
+                "SELECT status, COUNT(*) FROM batch_rows WHERE batch_id = ? GROUP BY status", (batch_id,)
+            )
+        }
+
     # --- rows --------------------------------------------------------------------------------------
     def write_row(
         self,

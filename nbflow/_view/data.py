@@ -190,7 +190,7 @@ class StoreSource:
             for rec in frame.to_dict("records"):
                 info = store.batch_info(rec["batch_id"]) or {}
                 meta = info.get("meta", {})
-                counts = dict(meta.get("counts") or {}) or self._counts(store, rec["batch_id"])
+                counts = dict(meta.get("counts") or {}) or store.status_counts(rec["batch_id"])
                 out.append(
                     {
                         "id": f"{number}:{rec['batch_id']}",
@@ -212,14 +212,6 @@ class StoreSource:
                 )
         return {"stores": self.labels, "experiments": out}
 
-    def _counts(self, store: BatchStore, batch_id: str) -> dict[str, int]:
-        return {
-            str(s): int(n)
-            for s, n in store._db.execute(
-                "SELECT status, COUNT(*) FROM batch_rows WHERE batch_id = ? GROUP BY status", (batch_id,)
-            )
-        }
-
     def experiment(self, eid: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One experiment: summary, progress per variant, and one page of rows for ``query``."""
         store, batch_id, info = self._find(eid)
@@ -231,7 +223,7 @@ class StoreSource:
         summary = meta.get("summary")
         note = ""
         if summary is None or running:
-            finished = sum(self._counts(store, batch_id).values())
+            finished = sum(store.status_counts(batch_id).values())
             if finished and finished <= SUMMARY_LIMIT:
                 summary = _summary_records(_load(store, batch_id), grid)
             elif finished:

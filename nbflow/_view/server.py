@@ -5,8 +5,8 @@ a handful of GET requests from one person's browser on 127.0.0.1 (one page, then
 SQL queries), which a threaded stdlib server does well, and nbflow then needs no web framework, no extra to
 install and no event loop of its own. What it does:
 
-- binds 127.0.0.1 on a free port (``--host`` elsewhere warns: the store's contents are then served to the
-  network, behind the token only);
+- binds 127.0.0.1 on a free port; ``--host ::1`` (IPv6 loopback) works too; a ``--host`` that is not a
+  loopback address warns (the store's contents are then served to the network, behind the token only);
 - a token per start (``secrets.token_urlsafe``), printed in the URL as Jupyter does: every request without it
   (``?token=`` or the ``X-Nbflow-Token`` header) gets 403; compared in constant time;
 - read-only: stores are opened ``mode=ro`` (``nbflow/_view/data.py``); GET and HEAD only (others: 405);
@@ -31,7 +31,32 @@ from urllib.parse import parse_qs, urlsplit
 
 from nbflow._core.errors import NbflowError, NbflowWarning
 
-__all__ = ["Viewer", "serve"]
+__all__ = ["Viewer", "is_loopback", "serve"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only reaches this machine: ``localhost``, or a loopback address (127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        return False
+
+
+def _server_class(host: str) -> type[ThreadingHTTPServer]:
+    """The threaded HTTP server for ``host``: IPv6 for an IPv6 address (the stdlib's binds IPv4 only)."""
+    if ":" not in host:
+        return ThreadingHTTPServer
+    import socket
+
+    class Server6(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    return Server6
 
 
 class Viewer:
@@ -51,8 +76,9 @@ class Viewer:
             pass
 
         Handler.viewer = viewer
+        host = host.strip("[]")  # "[::1]", as a URL writes it
         try:
-            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd = _server_class(host)((host, port), Handler)
         except OSError:
             self.source.close()
             raise
@@ -189,7 +215,7 @@ def serve(
     paths: Sequence[str | os.PathLike[str]], *, host: str = "127.0.0.1", port: int = 0, browser: bool = True
 ) -> Viewer:
     """Start a viewer over ``paths`` (``nbflow view``): prints the URL, opens the browser unless told not to."""
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not is_loopback(host):
         warnings.warn(
             f"nbflow view: serving on {host!r}, not only this machine: anyone who can reach it and has the URL's "
             f"token can read these stores",

@@ -13,26 +13,17 @@ import ipywidgets as widgets
 
 from nbflow._record.batch_progress import BatchProgress
 
-__all__ = ["STATUS_COLORS", "BatchProgressWidget", "variant_bars"]
+__all__ = ["BatchProgressWidget", "overall_bar", "variant_bars"]
 
-# The explorer's colours (nbflow/widgets/explorer.py), plus rows still running.
-STATUS_COLORS = {
-    "succeeded": "#2f9e44",
-    "failed": "#e03131",
-    "paused": "#f08c00",
-    "cancelled": "#868e96",
-    "running": "#1971c2",
-    "pending": "#dee2e6",
-}
-
-_STYLES = {"running": "info", "succeeded": "success", "failed": "warning", "stopped": "danger"}
+_BAR = "display:flex;width:{w}px;height:{h}px;border-radius:3px;overflow:hidden;background:#f1f3f5;border:1px solid #868e96"
 
 
 class BatchProgressWidget:
     """A progress bar (done / total) and a label (failed, in flight, rate, ETA)."""
 
     def __init__(self, state: BatchProgress | None = None, *, display: bool = True) -> None:
-        self.bar = widgets.IntProgress(value=0, min=0, max=1, bar_style=_STYLES["running"])
+        # one segment per state, sized by its rows (3 failed of 30 is a tenth of the bar, with its pattern)
+        self.bar = widgets.HTML(value=_segments({"pending": 1}, 300, 14))
         self.label = widgets.HTML(value="starting...")
         self.box = widgets.VBox([widgets.HBox([self.bar, self.label])])
         self.variants: widgets.HTML | None = None  # one bar per grid combination (show_variants)
@@ -62,8 +53,7 @@ class BatchProgressWidget:
 
     def update(self, state: BatchProgress) -> None:
         with self.box.hold_sync():
-            self.bar.max = max(state.total, 1)
-            self.bar.value = state.done
+            self.bar.value = overall_bar(state)
             self._text = state.text()
             self.label.value = _html(self._text)
         if self._counts is not None and self.variants is not None:
@@ -75,12 +65,6 @@ class BatchProgressWidget:
             self.explorer = self._explore()
             # the explorer draws the same per-variant bars above its table: it takes their place
             self.box.children = (*(c for c in self.box.children if c is not self.variants), self.explorer)
-        if state.stopped:
-            self.bar.bar_style = _STYLES["stopped"]
-        elif state.failed:
-            self.bar.bar_style = _STYLES["failed"]
-        else:
-            self.bar.bar_style = _STYLES["succeeded"]
         self._final = True
         for snapshot in self._snapshots:
             try:
@@ -113,7 +97,8 @@ class BatchProgressWidget:
         )
         return (
             f'<div class="nbflow-snap nbflow-snap-{ident} nbflow-batch-snap" style="font-family:sans-serif;'
-            f'font-size:13px">{_hide_dead_widget(ident)}{live}{_html(self._text)}{body}</div>'
+            f'font-size:13px">{_hide_dead_widget(ident)}{live}'
+            f'<div style="display:flex;align-items:center;gap:8px">{self.bar.value}{_html(self._text)}</div>{body}</div>'
         )
 
     def _snapshot_bundle(self) -> dict[str, Any]:
@@ -139,29 +124,60 @@ def _html(text: str) -> str:
     return f'<code style="white-space: nowrap">{html.escape(text)}</code>'
 
 
+def overall_bar(state: BatchProgress) -> str:
+    """The whole batch as one bar: succeeded, failed, paused, from the store, running and pending rows, each a
+    segment as wide as its share (a few failed rows are a thin patterned slice, never a bar of their colour)."""
+    counts = {
+        "succeeded": state.succeeded,
+        "failed": state.failed,
+        "paused": state.paused,
+        "from store": state.resumed,
+        "running": state.in_flight if state.finished_at is None else 0,
+    }
+    counts["pending"] = max(state.total - state.done - counts["running"], 0)
+    return _segments(counts, 300, 14, css_class="nbflow-overall")
+
+
+def _segments(counts: dict[str, int], width: int, height: int, css_class: str = "") -> str:
+    """A bar of one segment per state with rows (``nbflow._show.draw.SEGMENTS``: colour and pattern), its counts
+    in words with their symbols as its accessible name and tooltip."""
+    import html
+
+    from nbflow._show.draw import SEGMENTS
+    from nbflow.widgets.style import SYMBOLS
+
+    counts = {k: n for k, n in counts.items() if n}
+    total = sum(counts.values()) or 1
+    segments = "".join(
+        f'<span class="nbflow-seg nbflow-seg-{esc.replace(" ", "-")}" title="{n} {esc}" '
+        f'style="width:{100 * n / total:.3f}%;background:{SEGMENTS.get(status, "#ced4da")}"></span>'
+        for status, n in counts.items()
+        for esc in (html.escape(status),)
+    )
+    words = html.escape(", ".join(f"{SYMBOLS.get(s, '')} {n} {s}".strip() for s, n in counts.items()))
+    return (
+        f'<span class="nbflow-segbar {css_class}" role="img" aria-label="{words}" title="{words}" '
+        f'style="{_BAR.format(w=width, h=height)}">{segments}</span>'
+    )
+
+
 def variant_bars(groups: list[dict[str, Any]], css_class: str = "nbflow-variants") -> str:
     """One row per variant: its label, a bar of segments sized by row counts per status, the counts.
 
-    A few failed rows are a thin red slice of their variant's bar, never a red bar.
+    A few failed rows are a thin patterned slice of their variant's bar, never a red bar.
     """
     import html
+
+    from nbflow.widgets.style import SYMBOLS
 
     rows = []
     for group in groups:
         counts = {k: n for k, n in group["counts"].items() if n}
-        total = sum(counts.values()) or 1
-        segments = "".join(
-            f'<span class="nbflow-seg nbflow-seg-{esc}" title="{n} {esc}" '
-            f'style="width:{100 * n / total:.3f}%;background:{STATUS_COLORS.get(status, "#ced4da")}"></span>'
-            for status, n in counts.items()
-            for esc in (html.escape(status),)
-        )
-        text = ", ".join(f"{n} {s}" for s, n in counts.items())
+        text = ", ".join(f"{SYMBOLS.get(s, '')} {n} {s}".strip() for s, n in counts.items())
         rows.append(
             '<div class="nbflow-variant" style="display:flex;align-items:center;gap:8px;margin:1px 0">'
             f'<span style="min-width:90px;font-weight:600">{html.escape(str(group["label"]))}</span>'
-            '<span style="display:flex;width:260px;height:10px;border-radius:3px;overflow:hidden;'
-            f'background:#f1f3f5">{segments}</span>'
+            f"{_segments(counts, 260, 10)}"
             f'<code style="white-space:nowrap">{html.escape(text)}</code></div>'
         )
     return f'<div class="{css_class}">' + "".join(rows) + "</div>"

@@ -45,6 +45,9 @@ _PAINT = re.compile(r'<(path|polygon) fill="[^"]*" stroke="[^"]*"(?: stroke-widt
 _STATUS_TEXT = re.compile(r"(<text[^>]*>)succeeded(</text>)(?![\s\S]*<text)")
 _GRAPH_TITLE = re.compile(r'(<g id="graph0" class="graph"[^>]*>\s*)<title>[^<]*</title>')
 _LAYOUT_STATUS = NodeStatus.SUCCEEDED  # "succeeded" is as wide as any status label
+# a router's edge to a branch's node (nbflow._show.draw.branch_edge), laid out as taken: restyled per render
+_BRANCH = re.compile(rf'<g id="branch__(?P<name>[\w.]+)" class="edge nbflow{_DASH}branch[^"]*">(?P<body>[\s\S]*?)</g>')
+_RAN = frozenset({NodeStatus.RUNNING, NodeStatus.PAUSED, NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +195,7 @@ class SvgTemplate:
             pos = end
         self._parts.append(svg[pos:])
         self.nodes = [p[0] for p in self._parts if isinstance(p, tuple)]
+        self._branches = "branch__" in svg
         self._cache: dict[tuple[str, NodeLook], str] = {}
         # Every node pending: what the live view sends once (one string shared by every view of the graph);
         # the browser recolours it from the views' node states.
@@ -234,7 +238,29 @@ class SvgTemplate:
             if text is None:
                 text = self._cache[key] = _fill(name, block, look)
             out.append(text)
-        return "".join(out)
+        text = "".join(out)
+        if self._branches:
+            text = _BRANCH.sub(
+                lambda m: _branch(m.group("name"), m.group("body"), node_looks.get(m.group("name"))), text
+            )
+        return text
+
+
+def _branch(name: str, body: str, look: NodeLook | None) -> str:
+    """A branch edge for its node's state: taken (the node ran: solid violet), not taken (skipped: thin dashed
+    grey), or undecided (solid violet, no mark). Inline attributes: the snapshot's picture is an image."""
+    status = look.status if look is not None else None
+    if status is NodeStatus.SKIPPED:
+        body = (
+            body.replace('stroke="#7048e8" stroke-width="2"', 'stroke="#adb5bd" stroke-dasharray="5,2"', 1)
+            .replace('stroke="#7048e8" stroke-width="2"', 'stroke="#adb5bd"')
+            .replace('fill="#7048e8"', 'fill="#adb5bd"', 1)
+            .replace('fill="#7048e8"', 'fill="#495057"')
+        )
+        mark = " nbflow-not-taken"
+    else:
+        mark = " nbflow-taken" if status in _RAN else ""
+    return f'<g id="branch__{name}" class="edge nbflow-branch{mark}">{body}</g>'
 
 
 def _fill(name: str, block: str, look: NodeLook) -> str:

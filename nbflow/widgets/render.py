@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import io
 import json
 import pprint
@@ -34,7 +35,8 @@ def _identity(text: str) -> str:
 
 
 def _scroll(inner: str) -> str:
-    return f'<div class="nbflow-scroll">{inner}</div>'
+    # (a scroll box is reachable by keyboard: Tab to it, then the arrow keys scroll it)
+    return f'<div class="nbflow-scroll" tabindex="0" role="region" aria-label="value">{inner}</div>'
 
 
 def _pre(text: str, redact: Redact) -> str:
@@ -149,9 +151,66 @@ def _json(value: Any) -> str | None:
     if isinstance(data, Mapping):
         data = mask_mapping(data)
     try:
-        return json.dumps(data, indent=2, ensure_ascii=False, default=repr, sort_keys=False)
+        return _compact(data, 0)
     except (TypeError, ValueError):  # e.g. non-string keys mixed with others: fall back to pprint
         return pprint.pformat(data, width=100, sort_dicts=False)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _compact(data: Any, depth: int) -> str:
+    """JSON, indented by structure, but a list of plain values on one line that the box wraps: a map's 320
+    numbers take a few lines, not 320."""
+    dumps = functools.partial(json.dumps, ensure_ascii=False, default=repr)
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(data, Mapping) and data and depth < 30:
+        body = ",\n".join(f"{inner}{dumps(_key(k))}: {_compact(v, depth + 1)}" for k, v in data.items())
+        return f"{{\n{body}\n{pad}}}"
+    if isinstance(data, list | tuple) and data and depth < 30:
+        if all(isinstance(v, _SCALARS) for v in data):
+            return dumps(list(data))
+        return "[\n" + ",\n".join(inner + _compact(v, depth + 1) for v in data) + f"\n{pad}]"
+    return dumps(data)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, int | float | bool) or key is None:
+        return json.dumps(key)  # as json.dumps writes such a key
+    raise TypeError(f"key {key!r}")
+
+
+FLAT_SHOWN = 60  # items of a long flat list shown at first; the rest behind "show all"
+
+
+def _flat(value: Any) -> list[Any] | None:
+    """A list, tuple or 1-D array of plain values (numbers, strings, ...) as a list, else None."""
+    if isinstance(value, list | tuple):
+        items = list(value)
+    elif _module(value) == "numpy" and getattr(value, "ndim", None) == 1 and hasattr(value, "tolist"):
+        items = value.tolist()
+    else:
+        return None
+    return items if items and all(isinstance(v, _SCALARS) for v in items) else None
+
+
+def _flat_html(items: list[Any], redact: Redact) -> str:
+    """A flat list compactly: its first items on wrapped lines with a count of the rest, and every item (up to
+    MAX_ITEMS) behind a "show all" that opens in place."""
+    dumps = functools.partial(json.dumps, ensure_ascii=False, default=repr)
+    if len(items) <= FLAT_SHOWN:
+        return _pre(dumps(items), redact)
+    first = dumps(items[:FLAT_SHOWN])[:-1] + f", … {len(items) - FLAT_SHOWN:,} more]"
+    every = items[:MAX_ITEMS]
+    text = dumps(every)
+    if len(items) > MAX_ITEMS:
+        text = text[:-1] + f", … {len(items) - MAX_ITEMS:,} more items not shown]"
+    return (
+        f'<pre class="nbflow-list">{esc(redact(first))}</pre>'
+        f'<details class="nbflow-list-all"><summary>show all {len(items):,} items</summary>{_pre(text, redact)}</details>'
+    )
 
 
 MAX_PARTS = 20  # tables shown for a dict/list/tuple of DataFrames (the rest named in a note)
@@ -209,6 +268,9 @@ def render_value(value: Any, redact: Redact = _identity, *, _depth: int = 0) -> 
     image = _image(value)
     if image is not None:
         return head + image
+    flat = _flat(value)
+    if flat is not None:
+        return head + _flat_html(flat, redact)
     text = _json(value)
     if text is not None:
         return head + _pre(text, redact)

@@ -61,13 +61,15 @@ function render({ model, el }) {
   const selector = h("select", { class: "nbflow-rv-select", "aria-label": "node" });
   const zoomIn = h("button", { class: "nbflow-rv-btn", title: "zoom in" }, "+");
   const zoomOut = h("button", { class: "nbflow-rv-btn", title: "zoom out" }, "−");
-  const fit = h("button", { class: "nbflow-rv-btn", title: "fit to width" }, "fit");
+  const fit = h("button", { class: "nbflow-rv-btn", title: "fit the whole graph in view" }, "fit");
   const cancel = h("button", { class: "nbflow-rv-btn nbflow-rv-cancel", title: "Cancel the run (finished outputs are kept)" }, "■ Cancel");
   const fold = h("button", { class: "nbflow-rv-btn nbflow-rv-fold", title: "open or fold the sub-flow (or double-click it)" });
   const tools = h("div", { class: "nbflow-rv-tools" }, search, selector, zoomIn, zoomOut, fit, fold, cancel);
   const svgHost = h("div", { class: "nbflow-rv-svg" });
   const pane = h("div", { class: "nbflow-rv-graph nbflow-graph", tabindex: "0", "aria-label": "graph: arrow keys move between nodes" }, svgHost);
-  const left = h("div", { class: "nbflow-rv-left" }, tools, pane);
+  const legend = h("div", { class: "nbflow-rv-legend", style: "display:none" },
+    h("span", { class: "nbflow-rv-taken" }, "━━ branch taken"), "  ", h("span", { class: "nbflow-rv-not-taken" }, "╌╌ branch not taken (skipped)"));
+  const left = h("div", { class: "nbflow-rv-left" }, tools, pane, legend);
   const tabInspector = h("button", { class: "nbflow-rv-tab nbflow-rv-tab-on" }, "Inspector");
   const tabTimeline = h("button", { class: "nbflow-rv-tab" }, "Timeline");
   const inspector = h("div", { class: "nbflow-rv-inspector" });
@@ -82,7 +84,7 @@ function render({ model, el }) {
   };
   el.replaceChildren(header, refused, problems, questions, body);
 
-  let zoom = 0; // 0: fit to width; else a scale of the natural size
+  let zoom = 0; // 0: fit the whole graph (width and height) in the visible area; else a scale of the natural size
   let drawnSvg = null;
   let nodesById = new Map();
 
@@ -91,15 +93,36 @@ function render({ model, el }) {
     const svg = svgHost.querySelector("svg");
     if (!svg) return;
     const w = parseFloat(svg.getAttribute("data-w") || "0");
+    const ht = parseFloat(svg.getAttribute("data-h") || "0");
     if (zoom === 0) {
-      svg.style.width = "100%";
-      svg.style.maxWidth = w ? w + "px" : "";
+      // the largest size (never above natural) at which the whole picture shows: the pane's width, and the
+      // height of the visible area (the notebook's scrolling panel, else the window) below the pane's top
+      // (at most the pane's own 640 px, at least 240 px)
+      const area = visibleArea();
+      const top = Math.min(Math.max(area.top, pane.getBoundingClientRect().top), area.top + 200);
+      const room = Math.min(640, Math.max(240, area.bottom - top - 12)) - 4;
+      const across = pane.clientWidth - 4;
+      const scale = w && ht && across > 0 ? Math.min(1, across / w, room / ht) : 1;
+      svg.style.width = w ? w * scale + "px" : "100%";
+      svg.style.maxWidth = "100%";
       svg.style.height = "auto";
     } else {
       svg.style.width = w * zoom + "px";
       svg.style.maxWidth = "none";
       svg.style.height = "auto";
     }
+  }
+
+  // the part of the page the pane scrolls in: its nearest scrolling ancestor (JupyterLab's notebook panel)
+  function visibleArea() {
+    for (let e = pane.parentElement; e && e !== document.body; e = e.parentElement) {
+      const y = getComputedStyle(e).overflowY;
+      if ((y === "auto" || y === "scroll") && e.scrollHeight > e.clientHeight) {
+        const r = e.getBoundingClientRect();
+        return { top: Math.max(0, r.top), bottom: Math.min(window.innerHeight || r.bottom, r.bottom) };
+      }
+    }
+    return { top: 0, bottom: window.innerHeight || 720 };
   }
 
   function drawSvg() {
@@ -112,6 +135,7 @@ function render({ model, el }) {
         const svg = svgHost.querySelector("svg");
         if (svg) {
           svg.setAttribute("data-w", String((parseFloat(svg.getAttribute("width") || "0") * 4) / 3)); // pt -> px
+          svg.setAttribute("data-h", String((parseFloat(svg.getAttribute("height") || "0") * 4) / 3));
           svg.removeAttribute("height");
         }
         nodesById = new Map();
@@ -127,8 +151,21 @@ function render({ model, el }) {
     markSelected();
   }
 
+  // a router's edge to a branch: taken once its node ran, not taken (dashed, grey) once it was skipped
+  const RAN = new Set(["running", "paused", "succeeded", "failed", "cancelled"]);
+  function markBranches(nodes) {
+    for (const g of svgHost.querySelectorAll("g.nbflow-branch")) {
+      const v = nodes[g.id.slice(8)];
+      const state = v ? v[0] : "pending";
+      g.classList.toggle("nbflow-taken", RAN.has(state));
+      g.classList.toggle("nbflow-not-taken", state === "skipped");
+    }
+    legend.style.display = svgHost.querySelector("g.nbflow-branch") ? "" : "none";
+  }
+
   function recolour() {
     const nodes = model.get("nodes") || {};
+    markBranches(nodes);
     for (const [name, g] of nodesById) {
       const v = nodes[name];
       const state = v ? v[0] : "pending";
@@ -228,7 +265,12 @@ function render({ model, el }) {
   fit.addEventListener("click", () => {
     zoom = 0;
     applyZoom();
+    pane.scrollTop = 0;
+    pane.scrollLeft = 0;
   });
+  // fitted, the picture follows the pane's width (a resized window, a narrower column)
+  const resized = new ResizeObserver(() => { if (zoom === 0) applyZoom(); });
+  resized.observe(pane);
   cancel.addEventListener("click", () => {
     cancel.disabled = true;
     cancel.textContent = "Cancelling…";
@@ -447,6 +489,7 @@ function render({ model, el }) {
   if (!model.get("selected")) lastSelected = null;
   return () => {
     for (const [ev, fn] of handlers) model.off(ev, fn);
+    resized.disconnect();
   };
 }
 

@@ -80,6 +80,11 @@ _MAX_ROWS = 100  # map items / loop iterations listed in the inspector
 # The snapshot's table lists every node of a run this big (every run drawn as a picture); a bigger run's table
 # lists the first nodes in plan order, then only the nodes in _ALWAYS_LISTED, then one line counting the rest.
 SNAPSHOT_ROWS = MAX_SVG_NODES
+_BRANCH_LEGEND = (
+    '<div class="nbflow-snap-legend" style="font-size:12px;margin:2px 0;color:#343a40">'
+    '<span style="color:#5f3dc4;font-weight:600">━━ branch taken</span> &nbsp; '
+    "<span>╌╌ branch not taken (skipped)</span></div>"
+)
 _ALWAYS_LISTED = frozenset({NodeStatus.FAILED, NodeStatus.CANCELLED, NodeStatus.PAUSED, NodeStatus.RUNNING})
 _NO_TEXT = (int, float, complex, type(None))  # values that never carry a secret's text (bool is an int)
 _HERE = Path(__file__).parent
@@ -818,7 +823,7 @@ class RunView(anywidget.AnyWidget):
             )
         return (
             f"<div><b>{what}</b> ({len(rows_of)}, {len(failed)} failed)</div>"
-            f'<div class="nbflow-scroll"><table><tr><th>#</th><th>state</th><th>took</th><th>output / error</th></tr>'
+            f'<div class="nbflow-scroll" tabindex="0" role="region" aria-label="attempts"><table><tr><th>#</th><th>state</th><th>took</th><th>output / error</th></tr>'
             f"{''.join(rows)}</table></div>{more}{tb}"
         )
 
@@ -902,7 +907,10 @@ class RunView(anywidget.AnyWidget):
         Inline styles only (HTML sanitizers drop ``<style>``); the live widget hides it while rendered.
         """
         run = self.run
-        rows = []
+        rows: list[str] = []
+        urgent: list[
+            str
+        ] = []  # failed, paused, cancelled, running nodes: listed above the picture, seen without scrolling
         left_out: dict[str, int] = {}  # state -> nodes not listed (a big run's succeeded, skipped or pending)
         if run is not None:
             self._collect_secrets(run)
@@ -919,28 +927,41 @@ class RunView(anywidget.AnyWidget):
                 else:
                     what = esc(redact(skip_reason or ""))
                 took = "" if duration is None else f"{duration:.3f}s"
-                rows.append(
+                (urgent if status in _ALWAYS_LISTED else rows).append(
                     f'<tr><td style="padding:1px 8px">{chip(status.value)}</td><td style="padding:1px 8px"><b>'
                     f'{shown.get(path) or esc(path)}</b></td><td style="padding:1px 8px">{took}</td>'
                     f'<td style="padding:1px 8px">{what}</td></tr>'
                 )
+        first = (
+            f'<table class="nbflow-snap-urgent" style="border-collapse:collapse;font-size:12px;margin:4px 0">'
+            f"{''.join(urgent)}</table>"
+            if urgent
+            else ""
+        )
         table = f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>' if rows else ""
         if left_out:
             table += _more_nodes_html(left_out)
         if run is not None:
             table += _snapshot_transcripts(run, self._redact)
         picture = self.graph_html()
+        legend = ""
         if picture.startswith("<svg"):
-            # An <img> of the SVG: notebook viewers sanitise inline <svg> away, a data: image passes.
+            if "nbflow-branch" in picture:
+                legend = _BRANCH_LEGEND
+            # An <img> of the SVG: notebook viewers sanitise inline <svg> away, a data: image passes. The whole
+            # picture shows, scaled down to fit 640 px of height (no scroll box hiding a failed node).
             data = base64.b64encode(picture.encode("utf-8")).decode("ascii")
             picture = (
                 f'<img class="nbflow-snap-graph" alt="graph of flow {esc(self._flow_name)}" '
-                f'src="data:image/svg+xml;base64,{data}" style="max-width:100%"/>'
+                f'src="data:image/svg+xml;base64,{data}" style="max-width:100%;max-height:640px"/>'
             )
+            picture = f"<div>{picture}</div>"
+        else:  # the table of nodes (a big graph): its own box, sized to it up to 480 px
+            picture = f'<div style="max-height:480px;overflow:auto">{picture}</div>'
         return (
             f'<div class="nbflow-snap nbflow-snap-{self.snapshot_id}" style="font-family:sans-serif;font-size:13px">'
-            f"{_hide_dead_widget(self.snapshot_id)}{self.header}{self.problems}"
-            f'<div style="max-height:600px;overflow:auto">{picture}</div>{table}</div>'
+            f"{_hide_dead_widget(self.snapshot_id)}{self.header}{self.problems}{first}"
+            f"{picture}{legend}{table}</div>"
         )
 
     def _snapshot_bundle(self) -> dict[str, Any]:

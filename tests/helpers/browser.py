@@ -211,3 +211,14 @@ def shot_folders() -> list[Path]:
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     return folders
+
+
+def axe_serious(page: Any, within: str | None = None) -> list[str]:
+    """axe-core's serious and critical violations on the page, or inside the elements matching ``within`` (a
+    view in JupyterLab: the rest of the page is JupyterLab's), as "rule: where"."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page, context=within).response["violations"]
+    return [
+        f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in found if v["impact"] in ("serious", "critical")
+    ]

@@ -90,6 +90,20 @@ def test_live_variant_bars_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             )
             # a few failed rows were a thin slice of their variant's bar while it ran, never a red bar
             assert slices and max(slices) < 0.15, slices
+            # the whole batch's live bar ends in proportion too: 57 of 60 succeeded, a patterned slice of 3 failed
+            expect(page.locator(".widget-hbox .nbflow-overall")).to_have_attribute(
+                "aria-label", "✓ 57 succeeded, ✗ 3 failed"
+            )
+            shares = page.eval_on_selector_all(
+                ".widget-hbox .nbflow-overall .nbflow-seg",
+                """els => Object.fromEntries(els.map(e => [e.className.split('nbflow-seg-')[1],
+                    [e.getBoundingClientRect().width / e.parentElement.getBoundingClientRect().width,
+                     getComputedStyle(e).backgroundImage]]))""",
+            )
+            assert set(shares) == {"succeeded", "failed"}, shares
+            assert abs(shares["failed"][0] - 3 / 60) < 0.01 and abs(shares["succeeded"][0] - 57 / 60) < 0.01, shares
+            assert "repeating-linear-gradient" in shares["failed"][1], shares
+            # (the screenshot below, live_variants.png, shows it above the explorer)
             time.sleep(0.3)
             for folder in folders:
                 page.locator(".jp-Cell").first.locator(".jp-OutputArea").first.screenshot(

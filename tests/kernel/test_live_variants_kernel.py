@@ -75,7 +75,7 @@ def test_the_bars_update_per_variant_while_the_batch_runs_then_the_explorer_show
     done = [sum(int(n) for n in re.findall(r"(\d+) (?:succeeded|failed)", ", ".join(c))) for c in mid]
     assert done == sorted(done) and done[-1] > done[0]
     final = counts(values[-1])
-    assert final == ["24 succeeded", "21 succeeded, 3 failed"], final
+    assert final == ["✓ 24 succeeded", "✓ 21 succeeded, ✗ 3 failed"], final
     labels = re.findall(r'<span style="min-width:90px;font-weight:600">(\w+)</span>', values[-1])
     assert labels == ["terse", "steps"]
     # then the results explorer, in the same display: its table model with the 48 rows
@@ -84,6 +84,6 @@ def test_the_bars_update_per_variant_while_the_batch_runs_then_the_explorer_show
     assert [p["label"] for p in tables[-1]["progress"]] == ["terse", "steps"]
     assert "{'succeeded': 45, 'failed': 3}" in blocking, blocking
     bars_b = [m["value"] for m in blocking_models.values() if "nbflow-variants" in str(m.get("value", ""))]
-    assert bars_b and "21 succeeded, 3 failed" in bars_b[-1]
+    assert bars_b and "✓ 21 succeeded, ✗ 3 failed" in bars_b[-1]
     tables_b = [m for m in blocking_models.values() if "range_text" in m]
     assert tables_b and tables_b[-1]["range_text"] == "1–48 of 48"

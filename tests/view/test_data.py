@@ -177,3 +177,36 @@ def test_several_stores_are_listed_together(runs_db: Path, tmp_path: Path) -> No
     assert listed["stores"] == ["runs.db (1)", "runs.db (2)"]
     assert sorted(e["id"] for e in listed["experiments"]) == ["0:v1", "0:v2", "1:v1", "1:v2"]
     assert second["store"] == "runs.db (2)" and second["page"]["total"] == 15
+
+
+def test_a_running_batch_is_counted_by_sqlite_without_reading_its_rows(runs_db: Path, tmp_path: Path) -> None:
+    """An experiment still being written (no end recorded) lists its counts from SQL (GROUP BY status): a row whose
+    stored text cannot be decoded is counted too, as it would not be if the list read every row into Python."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "running.db"
+    shutil.copy(runs_db, db)
+    con = sqlite3.connect(db)
+    with con:
+        for batch_id, meta in con.execute("SELECT batch_id, meta FROM batches").fetchall():
+            data = json.loads(meta)
+            if data.get("experiment") == "v1":
+                data.pop("counts", None)
+                data.pop("finished_at", None)
+                con.execute("UPDATE batches SET meta = ? WHERE batch_id = ?", (json.dumps(data), batch_id))
+                con.execute(
+                    "INSERT INTO batch_rows (batch_id, case_key, row_index, run_id, status, finished_at, data) "
+                    "VALUES (?, 'k-garbled', 99, NULL, 'failed', 0, 'not json')",
+                    (batch_id,),
+                )
+    con.close()
+    src = StoreSource([db])
+    try:
+        listed = {e["name"]: e for e in src.experiments()["experiments"]}
+    finally:
+        src.close()
+    v1 = listed["v1"]
+    assert v1["running"]
+    assert (v1["succeeded"], v1["failed"], v1["paused"]) == (11, 2, 3)
+    assert nf.experiments(db).set_index("experiment").loc["v1", "failed"] == 2

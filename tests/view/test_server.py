@@ -107,6 +107,33 @@ def test_another_host_warns(runs_db: Path) -> None:
     viewer.stop()
 
 
+def test_ipv6_loopback_serves_without_a_warning(runs_db: Path) -> None:
+    import warnings
+
+    try:
+        socket.socket(socket.AF_INET6).close()
+    except OSError:  # pragma: no cover - a machine without IPv6
+        pytest.skip("no IPv6 on this machine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ::1 only reaches this machine: no warning
+        viewer = serve([runs_db], host="::1", browser=False).start()
+    try:
+        assert viewer.url.startswith(f"http://[::1]:{viewer.port}/?token=")
+        status, body = _get(f"http://[::1]:{viewer.port}/api/experiments?token={viewer.token}")
+        assert status == 200 and {e["name"] for e in json.loads(body)["experiments"]} == {"v1", "v2"}
+        assert _get(f"http://[::1]:{viewer.port}/api/experiments")[0] == 403  # the token still guards it
+    finally:
+        viewer.stop()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.5", "example.org"])
+def test_only_loopback_hosts_are_quiet(host: str) -> None:
+    from nbflow._view.server import is_loopback
+
+    assert not is_loopback(host)
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"))
+
+
 def test_each_start_has_its_own_token(runs_db: Path) -> None:
     a, b = Viewer([runs_db]), Viewer([runs_db])
     try:

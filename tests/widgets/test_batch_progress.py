@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import nbflow as nf
 from nbflow._notebook import make_renderer
@@ -83,7 +84,7 @@ def test_auto_mode_outside_a_kernel_and_a_terminal_shows_nothing():
     assert isinstance(make_renderer(True, kernel=False), TextProgress)
 
 
-def test_widget_shows_done_over_total_and_a_final_style():
+def test_widget_bar_shows_each_state_in_proportion():
     from nbflow.widgets.batch_progress import BatchProgressWidget
 
     clock = Clock()
@@ -92,12 +93,17 @@ def test_widget_shows_done_over_total_and_a_final_style():
     clock.now += 4
     s.succeeded, s.failed = 30, 2
     w.update(s)
-    assert (w.bar.value, w.bar.max) == (32, 200)
     assert "32/200 done (2 failed)" in w.label.value
     s.finished_at = clock.now
+    s.succeeded, s.failed, s.paused = 27, 2, 1
+    s.total = 30
     w.close(s)
-    assert w.bar.bar_style == "warning"
-    assert w._repr_mimebundle_()["text/plain"].startswith("<batch progress: qa: 32/200")
+    # the bar shows the proportions (27/30 succeeded, a thin patterned slice of 2/30 failed), not one colour
+    widths = dict(re.findall(r'nbflow-seg-([\w-]+)" title="[^"]*" style="width:([\d.]+)%', w.bar.value))
+    assert widths == {"succeeded": "90.000", "failed": "6.667", "paused": "3.333"}
+    assert "repeating-linear-gradient(45deg" in w.bar.value  # failed: a pattern as well as a colour
+    assert 'aria-label="✓ 27 succeeded, ✗ 2 failed, ‖ 1 paused"' in w.bar.value
+    assert w._repr_mimebundle_()["text/plain"].startswith("<batch progress: qa: 30/30")
 
 
 def test_a_batch_outside_a_kernel_does_not_import_ipywidgets():

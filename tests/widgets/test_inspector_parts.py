@@ -58,7 +58,10 @@ async def test_a_dict_of_dataframes_is_a_table_per_key(comm_log: list[Any]) -> N
     sections = html.split('<div class="nbflow-part">')[1:]
     assert all("<table" in s for s in sections[:3])
     assert "<table" not in sections[3] and "••" in sections[3]  # a secret-named key is masked, never a table
-    assert '<b>rows</b></div><div class="nbflow-muted">int</div><div class="nbflow-scroll"><pre>6</pre>' in html
+    assert (
+        '<b>rows</b></div><div class="nbflow-muted">int</div><div class="nbflow-scroll" tabindex="0" role="region" aria-label="value"><pre>6</pre>'
+        in html
+    )
     assert "{&#x27;X_train&#x27;" not in html and "{'X_train'" not in html  # not the dict's repr
 
 

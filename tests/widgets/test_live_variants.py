@@ -114,9 +114,9 @@ async def test_the_kernel_widget_draws_a_bar_per_variant_then_the_explorer(comm_
     seen.append(final)
     assert len(set(seen)) >= 3  # the bars changed while the batch ran
     assert re.findall(r'<span style="min-width:90px;font-weight:600">(\w+)</span>', final) == ["terse", "steps"]
-    assert "8 succeeded</code>" in final and "7 succeeded, 1 failed</code>" in final
-    # one failed row of 8 is a thin red slice, not a red bar
-    assert 'title="1 failed" style="width:12.500%;background:#e03131"' in final
+    assert "✓ 8 succeeded</code>" in final and "✓ 7 succeeded, ✗ 1 failed</code>" in final
+    # one failed row of 8 is a thin patterned slice, not a red bar
+    assert 'title="1 failed" style="width:12.500%;background:repeating-linear-gradient(45deg, #c92a2a' in final
     assert any("running" in v for v in seen[:-1]) and "running" not in final
     assert isinstance(widget.explorer, ExplorerView) and widget.explorer in widget.box.children
     assert widget.variants not in widget.box.children  # the explorer's own bars take their place
