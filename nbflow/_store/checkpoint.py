@@ -14,7 +14,8 @@ nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow").
 Schema 4: a node's output, and a recorded input that is not a small scalar, is stored once per file under
 its data version (``values.py``: ``nbflow_values``), shared by every run, batch row and experiment; the
 node's row holds a reference; and an attempt may carry the model calls of its transcript
-(docs/transcripts.md). Values (node outputs, inputs,
+(docs/transcripts.md). Schema 5: a run's large inputs, and the large values inside a map's items, a loop's
+iterations and a sub-flow's record, are stored once too. Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
 ``api_key``/``token``/``password``) are written as a redaction marker, never as their value.
@@ -54,7 +55,7 @@ from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
-from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps, peek
+from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps, peek, pickled, sign_pickle
 from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 from nbflow._store.values import REF, Shared, Values, is_ref, read_from, shared_value
@@ -81,7 +82,10 @@ __all__ = [
 # attempt's entry in a node's detail may hold more values: its transcript's calls, what it printed, its queue
 # wait (``_attempt_row``); files of schema 1-3 get the values tables on open (their rows are read as they are),
 # and an older nbflow refuses a schema 4 file (it would misread a reference or an attempt).
-SCHEMA_VERSION = 4
+# 5: a run's stored inputs may hold references too (``_stored_inputs``: a frame every batch row is given is stored
+# once), and a map's items, a loop's iterations and a sub-flow's record refer to their large values
+# (``pickling.pickled``'s persistent ids); files of schema 1-4 are read as they are, an older nbflow refuses a 5.
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -194,9 +198,11 @@ def _run_params(
     owner: str | None,
     shared: bool = False,
     record: bytes | None = None,
+    values: Shared | None = None,
 ) -> tuple[Any, ...]:
     """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them);
-    ``record``: the run's record (``_record_blob``), which holds its inputs (the column is left NULL)."""
+    ``record``: the run's record (``_record_blob``), which holds its inputs (the column is left NULL);
+    ``values``: the transaction's values stored once: the run's large inputs go there (``_stored_inputs``)."""
     if shared:
         targets, names = _shared_dump("targets", run.targets), _shared_dump("nodes", tuple(run.nodes))
         answers = dumps(run.answers, red) if run.answers else _NO_ANSWERS
@@ -208,7 +214,7 @@ def _run_params(
         run.status.value,
         run.pause_version,
         targets,
-        dump("inputs", _inputs(run)) if record is None else None,
+        None if record is not None else dump("inputs", _stored_inputs(run, values, red)),
         answers,
         run.started_at,
         time.time(),
@@ -222,6 +228,30 @@ def _run_params(
 def _inputs(run: Run) -> dict[str, Any]:
     """The run's inputs as stored: secret ones (by name, or ``nf.Secret``) as the redaction marker."""
     return {k: redact(k, v) for k, v in run.inputs.items()}
+
+
+_INPUT_REFS = "\x00refs"  # in a run's stored inputs: the names of those stored once (their value is the key)
+
+
+def _stored_inputs(run: Run, values: Shared | None, red: Redactor) -> dict[str, Any]:
+    """``_inputs(run)``, its large values stored once in ``values`` (schema 5: a frame every row of a batch is
+    given is one value of the file): each by its key, their names under ``_INPUT_REFS`` (no input's name)."""
+    inputs = _inputs(run)
+    if values is None or not inputs:
+        return inputs
+    info = {"inputs": inputs}
+    _share_inputs(info, run.run_id, values.for_run(red), red)
+    if "refs" not in info:
+        return inputs
+    return {**info["inputs"], _INPUT_REFS: info["refs"]}
+
+
+def _read_inputs(inputs: dict[str, Any], value: Callable[[Any], Any]) -> dict[str, Any]:
+    """Stored run inputs with those stored once read back (``value`` reads a reference)."""
+    refs = inputs.pop(_INPUT_REFS, None)
+    for name in refs or ():
+        inputs[name] = value(REF + inputs[name].encode())
+    return inputs
 
 
 def _node_params(
@@ -238,9 +268,10 @@ def _node_params(
         output = shared_value(shared, run.run_id, rec.output, partial(dump, rec.name), rec._cache_id)
     state = None
     if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
-        state = dump(
-            rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
-        )
+        extra = {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
+        state = _shared_state(extra, run.run_id, shared, red) if shared is not None else None
+        if state is None:
+            state = dump(rec.name, extra)
     info = _detail(rec)
     if shared is not None and info["inputs"]:
         _share_inputs(info, run.run_id, shared, red)
@@ -265,6 +296,23 @@ def _node_params(
         state,
         detail,
     )
+
+
+def _shared_state(extra: dict[str, Any], run_id: str, shared: Shared, red: Redactor) -> bytes | None:
+    """A map's items, a loop's iterations or a sub-flow's record (schema 5) as a signed pickle whose large frames
+    and arrays are stored once in ``shared`` (persistent ids naming their keys: 1,000 items over one frame hold
+    it once); None if it cannot be pickled (the caller's ``dump`` decides: left out, or the write fails)."""
+
+    def encode(value: Any) -> bytes | None:
+        try:
+            return dumps(value, red)
+        except Exception:  # pickled in place: the pickle's own rule decides
+            return None
+
+    try:
+        return sign_pickle(pickled(extra, red, lambda value: shared.key(run_id, value, encode)))
+    except Exception:
+        return None
 
 
 def _share_inputs(info: dict[str, Any], run_id: str, shared: Shared, red: Redactor) -> None:
@@ -297,7 +345,7 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     write_whole_runs(db.cursor(), [run])
 
 
-def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
+def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run], shared: Shared | None = None) -> set[str]:
     """``write_whole_run`` for many runs (a batch's group commit), in as few statements as possible.
 
     A run whose node records are built-in data only (the common batch row) is ONE header row holding them all
@@ -311,11 +359,13 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
 
     Returns the ids of the runs stored with something left out (a value that cannot be stored): only those
     read back differently (besides their redacted secrets), so a batch keeps them in memory.
+    ``shared``: the transaction's values stored once, if its caller stores some too (a batch row's cells).
     """
     reds = [_redactor_of(run) for run in runs]
     left_out: set[str] = set()
     # The values stored once (outputs, recorded inputs): a run's record holds their keys.
-    shared = Shared(cur.connection)
+    if shared is None:
+        shared = Shared(cur.connection)
     rest: list[tuple[Run, Redactor]] = []  # the runs without a compact record
     by_node: list[tuple[Run, Redactor]] = []  # the runs not stored as one record
 
@@ -333,7 +383,7 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
             dump = _dumper(red, left_out, run.run_id)
             if record is None:
                 by_node.append((run, red))
-            yield (*_run_params(run, dump, red, None, shared=True, record=record), record)
+            yield (*_run_params(run, dump, red, None, shared=True, record=record, values=shared), record)
 
     def nodes() -> Any:
         for run, red in by_node:
@@ -948,6 +998,7 @@ class CheckpointStore:
                 known = ", ".join(r[0] for r in self.run_ids()[:10]) or "none"
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
             record: Any = loads(head[-1]) if head[-1] is not None else None
+            seen: dict[bytes, Any] = {}  # the values stored once read by this load (``_value``)
             compact = type(record) is tuple  # schema 3: the run's header is in its record too
             if compact:
                 nodes = _compact_nodes(record)
@@ -961,7 +1012,7 @@ class CheckpointStore:
                     "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
                     (run_id,),
                 ).fetchall()
-                value = partial(self._value, loads, {})
+                value = partial(self._value, loads, seen)
             questions = self._db.execute(
                 "SELECT key, question FROM checkpoint_questions WHERE run_id=? AND open=1", (run_id,)
             ).fetchall()
@@ -977,7 +1028,7 @@ class CheckpointStore:
             if record is not None:
                 inputs = record["inputs"]
             elif inputs is not None:
-                inputs = loads(inputs)
+                inputs = _read_inputs(loads(inputs), partial(self._value, loads, seen))
             else:
                 inputs = {}
         inputs.update(secrets or {})
@@ -1011,7 +1062,7 @@ class CheckpointStore:
             rec.error = StoredError(etype, emsg) if etype else None
             rec.traceback, rec.skip_reason, rec.started_at, rec.finished_at = tb, reason, t0, t1
             if state is not None:
-                extra = loads(state)
+                extra = loads(state, values=lambda key: value(REF + key.encode()))
                 rec.items, rec.iterations, rec.subrun, rec.capped = (
                     extra["items"],
                     extra["iterations"],
@@ -1110,6 +1161,8 @@ def peek_run(db: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
         ]
         rows = [(*r[:2], _peek_value(db, r[2]) if record is None else r[2], *r[3:]) for r in rows]
         inputs = peek(inputs) if inputs is not None else {}
+        if isinstance(inputs, dict):
+            inputs = _read_inputs(inputs, partial(_peek_value, db))
     nodes = []
     for name, st, output, etype, emsg, tb, skip, t0, t1, _state, detail in rows:
         detail = detail if isinstance(detail, dict) else {}
