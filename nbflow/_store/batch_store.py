@@ -65,7 +65,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
-from nbflow._store.pickling import NOT_OPENED, UntrustedData, dumps, json_exact, json_text, loads, peek, pickled, sign_pickle
+from nbflow._store.pickling import (
+    NOT_OPENED,
+    UntrustedData,
+    dumps,
+    json_exact,
+    json_text,
+    loads,
+    peek,
+    pickled,
+    sign_pickle,
+)
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 from nbflow._store.values import MIN_SHARED, REF, Collected, Shared, Values, batch_owner, collect, read_from, stored_key
 
@@ -940,7 +950,7 @@ def encode_row(
     if not secret_columns and not red and type(data) is dict and _AS_IS.issuperset(map(type, data.values())):
         return _plain_json(data)  # every cell a plain scalar (the common row): the row is its own JSON
     secret = set(secret_columns) if secret_columns else ()
-    encoded = {}
+    encoded: dict[str, Any] = {}
     for k, v in data.items():
         if secret and k in secret:
             encoded[k] = {_REDACTED: True}

@@ -328,9 +328,7 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown persistent id in a store value: {pid!r}")
 
 
-def loads(
-    data: bytes | None, *, allow_pickle: bool = False, values: Callable[[str], Any] | None = None
-) -> Any:
+def loads(data: bytes | None, *, allow_pickle: bool = False, values: Callable[[str], Any] | None = None) -> Any:
     """A value written by ``dumps`` (or by nbflow 0.1.0, whose class paths are mapped to today's).
 
     Unpickles only a pickle whose tag this user's key verifies, or any pickle with ``allow_pickle``;

@@ -288,9 +288,7 @@ def collect(db: sqlite3.Connection, path: str, *, vacuum: bool = True) -> Collec
         with Transaction(db):
             runs = "SELECT run_id FROM checkpoint_runs" if "checkpoint_runs" in has else "SELECT '' WHERE 0"
             batches = f"SELECT '{_BATCH}' || batch_id FROM batches" if "batches" in has else "SELECT '' WHERE 0"
-            db.execute(
-                f"DELETE FROM nbflow_value_refs WHERE run_id NOT IN ({runs}) AND run_id NOT IN ({batches})"
-            )
+            db.execute(f"DELETE FROM nbflow_value_refs WHERE run_id NOT IN ({runs}) AND run_id NOT IN ({batches})")
             count, size = db.execute(
                 "SELECT count(*), coalesce(sum(size), 0) FROM nbflow_values "
                 "WHERE key NOT IN (SELECT key FROM nbflow_value_refs)"
