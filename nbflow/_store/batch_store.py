@@ -66,11 +66,13 @@ from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
 from nbflow._store.pickling import (
+    _ORJSON,
     NOT_OPENED,
     UntrustedData,
     dumps,
     json_exact,
     json_text,
+    load_orjson,
     loads,
     peek,
     pickled,
@@ -994,7 +996,7 @@ def _plain_json(data: dict[str, Any]) -> str:
     tokens than the row has None cells, which a text holding "null" also triggers), an int beyond 64 bits, a
     string that is not valid Unicode (a lone surrogate), a key that is not a str.
     """
-    fast = _ORJSON[0] if _ORJSON else _load_orjson()
+    fast = _ORJSON[0] if _ORJSON else load_orjson()
     if fast is not None:
         try:
             out: bytes = fast(data)
@@ -1004,19 +1006,6 @@ def _plain_json(data: dict[str, Any]) -> str:
             if out.count(b"null") == countOf(data.values(), None):
                 return out.decode()
     return json_text(data)
-
-
-_ORJSON: list[Callable[[Any], bytes] | None] = []  # [orjson.dumps, or None without orjson], once known
-
-
-def _load_orjson() -> Callable[[Any], bytes] | None:
-    try:  # on first use: ``import nbflow`` does not pay for it
-        import orjson
-    except ImportError:  # (a dependency of nbflow; without it rows are written by the standard encoder)
-        _ORJSON.append(None)
-    else:
-        _ORJSON.append(orjson.dumps)
-    return _ORJSON[0]
 
 
 def _json_exact(value: Any) -> bool:

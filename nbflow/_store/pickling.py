@@ -200,6 +200,21 @@ def _make_json_text() -> Any:
 
 
 json_text = _make_json_text()
+
+_ORJSON: list[Callable[..., bytes] | None] = []  # [orjson.dumps, or None without orjson], once known
+
+
+def load_orjson() -> Callable[..., bytes] | None:
+    """orjson's ``dumps`` (None without orjson), imported on first use: ``import nbflow`` does not pay for it."""
+    try:
+        import orjson
+    except ImportError:  # (a dependency of nbflow; without it the standard encoder writes)
+        _ORJSON.append(None)
+    else:
+        _ORJSON.append(orjson.dumps)
+    return _ORJSON[0]
+
+
 _encode_json = json_text
 
 
