@@ -82,6 +82,22 @@ def rewrite(path: str, rows: list[tuple[Any, ...]], runs: list[tuple[Any, ...]],
         gc.enable()
 
 
+def lineage_cost(flow: Any, inputs: list[dict[str, int]]) -> float:
+    """CPU seconds per row of computing the runs' lineage (``nbflow/_engine/lineage.py``: code and data versions of
+    every node), which a kept run's record holds: part of ``keep="all"``'s cost that no SQLite write avoids."""
+    frame = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, keep="all"))
+    runs = frame.nbflow.runs()
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        for run in runs:
+            flow._lineage_of(run)
+        return (time.process_time() - t0) / len(runs)
+    finally:
+        gc.enable()
+
+
 async def added(flow: Any, rows: list[dict[str, int]], path: str, keep: str | None) -> float:
     """CPU seconds ``store=`` added to one batch: with the store minus without, back to back."""
     spent = []
@@ -117,7 +133,9 @@ def main() -> None:
             assert (len(content[keep][1]) == n) == (keep == "all"), "a record per row with keep='all' only"
         floor: dict[str, list[float]] = {k: [] for k in kinds}
         nb: dict[str, list[float]] = {k: [] for k in kinds}
+        lineage: list[float] = []
         for r in range(args.rounds):
+            lineage.append(lineage_cost(flow, inputs))
             for keep in kinds:
                 rows, runs = content[keep]
                 floor[keep].append(rewrite(os.path.join(tmp, f"floor-{keep}-{r}.db"), rows, runs, args.group) / n)
@@ -143,6 +161,12 @@ def main() -> None:
         f, a = floor[keep], nb[keep]
         lo, med = min(a) / min(f), statistics.median(a) / statistics.median(f)
         print(f"  keep={keep!r}: store= adds {lo:.2f}x (min) / {med:.2f}x (median) SQLite's floor (goal <= 2x)")
+    f, a, lin = floor["all"], nb["all"], statistics.median(lineage)
+    print(
+        f"  computing each run's lineage (nbflow/_engine/lineage.py) costs {min(lineage) * 1e6:.1f} / "
+        f"{lin * 1e6:.1f} µs a row (min / median); keep='all' without it: "
+        f"{(statistics.median(a) - lin) / statistics.median(f):.2f}x the floor (median)"
+    )
     print("  load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
