@@ -94,6 +94,15 @@ def _large_data(obj: Any) -> bool:
     return type(size) is int and size * 8 >= 1024
 
 
+def _shared_id(share: Callable[[Any], str | None], obj: Any) -> tuple[str, str] | None:
+    """The persistent id of ``obj`` stored once (a large frame or array ``share`` keyed), else None."""
+    if _large_data(obj):
+        key = share(obj)
+        if key is not None:
+            return (_VALUE_ID, key)
+    return None
+
+
 class _SharingPickler(StorePickler):
     """The store pickler; large frames and arrays inside the value are stored once (``share`` gives their key,
     or None to pickle one in place) and pickled as a persistent id naming that key."""
@@ -103,11 +112,7 @@ class _SharingPickler(StorePickler):
         self._share = share
 
     def persistent_id(self, obj: Any) -> Any:
-        if _large_data(obj):
-            key = self._share(obj)
-            if key is not None:
-                return (_VALUE_ID, key)
-        return None
+        return _shared_id(self._share, obj)
 
 
 class _SharingRedactingPickler(_RedactingPickler):
@@ -118,11 +123,8 @@ class _SharingRedactingPickler(_RedactingPickler):
         self._share = share
 
     def persistent_id(self, obj: Any) -> Any:
-        if _large_data(obj):
-            key = self._share(obj)
-            if key is not None:
-                return (_VALUE_ID, key)
-        return super().persistent_id(obj)
+        found = _shared_id(self._share, obj)
+        return found if found is not None else super().persistent_id(obj)
 
 
 def _redacted() -> Any:
