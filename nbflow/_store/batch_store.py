@@ -439,7 +439,8 @@ class BatchStore:
 
     def values(self) -> pd.DataFrame:
         """The values stored once (``nbflow/_store/values.py``): ``key`` (its data version), ``bytes`` (as
-        stored) and ``runs`` (how many stored runs, and batches whose rows hold it, refer to it; 0: ``gc()`` deletes it), largest first."""
+        stored) and ``runs`` (how many stored runs, and batches whose rows hold it, refer to it; 0: ``gc()``
+        deletes it), largest first."""
         import pandas as pd
 
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
