@@ -196,3 +196,23 @@ def test_a_schema_4_store_opens_reads_back_and_takes_cells_stored_once(
     pd.testing.assert_frame_equal(nf.load_batch(db, "shared input"), old)  # the old rows read as before
     with nf.BatchStore(db) as store:
         assert store.gc().values == 0
+
+
+def test_a_loops_iterations_refer_to_their_frames(tmp_path: Path) -> None:
+    flow = nf.Flow("loop_frames")
+
+    @flow.loop(feed="data", max_iterations=3)
+    def smooth(data: pd.DataFrame, k: int) -> pd.DataFrame:
+        return data.rolling(2, min_periods=1).mean()
+
+    db = tmp_path / "runs.db"
+    data = big_frame(n=10_000)
+    frame = flow.batch([{"data": data, "k": k} for k in range(4)], store=db, keep="all", progress=False)
+    assert (frame["status"] == "succeeded").all(), frame.get("error_message")
+    state = table(db, "SELECT sum(length(state)) FROM checkpoint_nodes")[0][0]
+    assert state < 4 * 20_000  # each run's 3 iterations refer to their frames (one is 640 kB)
+    run = nf.load_run(db, str(frame.loc[1, "run_id"]))
+    want = data
+    for it in run.nodes["smooth"].iterations:
+        want = want.rolling(2, min_periods=1).mean()
+        pd.testing.assert_frame_equal(it.output, want)
