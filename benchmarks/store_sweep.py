@@ -108,7 +108,7 @@ def make_flow(shape: str = "node") -> nf.Flow:
     return flow
 
 
-GRID = {"alpha": [0.01, 0.1, 1.0, 10.0], "depth": [2, 3, 4, 5, 6, 8]}  # 24 rows
+GRID: dict[str, list[Any]] = {"alpha": [0.01, 0.1, 1.0, 10.0], "depth": [2, 3, 4, 5, 6, 8]}  # 24 rows
 
 
 def sweep(flow: nf.Flow, case: dict[str, Any], concurrency: int, store: str | None) -> tuple[Any, float, float]:
