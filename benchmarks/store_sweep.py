@@ -12,8 +12,11 @@ frames are identical. Every row's run is kept (``keep="all"``, the default with 
   hand-written baseline is "each distinct value written once"; the goal (issue 34) is <= 1.2x.
 - **time**: the same batch with ``store=`` (a fresh file each round) and without, interleaved round by round in
   one process; wall time, min and median of the rounds. Goal: <= 1.1x.
+- **shared input** (``--shape input``): the same grid, but the ``raw`` frame is given to every row as a flow input
+  (a case cell of each row, and each kept run's input) instead of computed by a node; its bytes count among the
+  unique values once. ``--shape both`` (the default) runs the two shapes one after the other.
 
-    python benchmarks/store_sweep.py [--samples 60000] [--rounds 3] [--concurrency 4]
+    python benchmarks/store_sweep.py [--samples 60000] [--rounds 3] [--concurrency 4] [--shape node|input|both]
 """
 
 from __future__ import annotations
@@ -31,22 +34,30 @@ import nbflow as nf
 COLUMNS = 12
 
 
-def make_flow() -> nf.Flow:
+def make_raw(samples: int, seed: int = 0) -> Any:
     import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    data = rng.normal(size=(samples, COLUMNS))
+    frame = pd.DataFrame(data, columns=[f"f{i}" for i in range(COLUMNS)])
+    frame["y"] = (frame["f0"] + 0.5 * frame["f1"] ** 2 + rng.normal(0, 0.1, samples) > 0.5).astype("int64")
+    return frame
+
+
+def make_flow(shape: str = "node") -> nf.Flow:
     import pandas as pd
     import sklearn.ensemble
     import sklearn.linear_model
     import sklearn.tree  # noqa: F401  (imported here: four rows importing sklearn at once in threads can fail)
 
-    flow = nf.Flow("store_sweep")
+    flow = nf.Flow(f"store_sweep_{shape}")
 
-    @flow.node
-    def raw(samples: int, seed: int = 0) -> pd.DataFrame:
-        rng = np.random.default_rng(seed)
-        data = rng.normal(size=(samples, COLUMNS))
-        frame = pd.DataFrame(data, columns=[f"f{i}" for i in range(COLUMNS)])
-        frame["y"] = (frame["f0"] + 0.5 * frame["f1"] ** 2 + rng.normal(0, 0.1, samples) > 0.5).astype("int64")
-        return frame
+    if shape == "node":
+
+        @flow.node
+        def raw(samples: int, seed: int = 0) -> pd.DataFrame:
+            return make_raw(samples, seed)
 
     def cut(raw: pd.DataFrame) -> int:
         return int(len(raw) * 0.75)
@@ -97,15 +108,13 @@ def make_flow() -> nf.Flow:
     return flow
 
 
-GRID = {"alpha": [0.01, 0.1, 1.0, 10.0], "depth": [2, 3, 4, 5, 6, 8]}  # 24 rows
+GRID: dict[str, list[Any]] = {"alpha": [0.01, 0.1, 1.0, 10.0], "depth": [2, 3, 4, 5, 6, 8]}  # 24 rows
 
 
-def sweep(flow: nf.Flow, samples: int, concurrency: int, store: str | None) -> tuple[Any, float, float]:
+def sweep(flow: nf.Flow, case: dict[str, Any], concurrency: int, store: str | None) -> tuple[Any, float, float]:
     """(frame, wall seconds, CPU seconds of the process: every thread)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    frame = flow.batch(
-        [{"samples": samples}], grid=GRID, store=store, keep="all", concurrency=concurrency, progress=False
-    )
+    frame = flow.batch([case], grid=GRID, store=store, keep="all", concurrency=concurrency, progress=False)
     spent, cpu = time.perf_counter() - t0, time.process_time() - c0
     failed = frame[frame["status"] != "succeeded"]
     if len(failed):
@@ -124,6 +133,11 @@ def unique_value_bytes(frame: Any) -> tuple[int, int, int]:
     seen: dict[str, int] = {}
     count = 0
     for run in frame.nbflow.runs():
+        for value in run.inputs.values():  # (the shared-input shape's frame; the other's is a node's output)
+            count += 1
+            version = data_version(value)
+            assert version is not None
+            seen.setdefault(version, len(dumps(value)))
         for rec in run.nodes.values():
             for value in (rec.output, *rec.inputs.values()):
                 count += 1
@@ -143,13 +157,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=60_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--shape", choices=["node", "input", "both"], default="both")
     args = parser.parse_args(argv)
-    flow = make_flow()
-    plain, _, _ = sweep(flow, args.samples, args.concurrency, None)  # warm-up (imports), and the values to count
+    for shape in ("node", "input") if args.shape == "both" else (args.shape,):
+        measure(shape, args)
+
+
+def measure(shape: str, args: argparse.Namespace) -> None:
+    flow = make_flow(shape)
+    case: dict[str, Any] = {"samples": args.samples} if shape == "node" else {"raw": make_raw(args.samples)}
+    plain, _, _ = sweep(flow, case, args.concurrency, None)  # warm-up (imports), and the values to count
     unique, distinct, total = unique_value_bytes(plain)
-    raw_bytes = plain.nbflow.run(0).nodes["raw"].output.memory_usage(deep=True).sum()
+    raw = case.get("raw")
+    raw_bytes = (raw if raw is not None else plain.nbflow.run(0).nodes["raw"].output).memory_usage(deep=True).sum()
     print(
-        f"{len(plain)} rows; raw frame {raw_bytes / 1e6:.1f} MB in memory; {total} recorded values, "
+        f"[{shape}] {len(plain)} rows; raw frame {raw_bytes / 1e6:.1f} MB in memory; {total} recorded values, "
         f"{distinct} distinct, {unique / 1e6:.2f} MB encoded once"
     )
     without: list[float] = []
@@ -159,23 +181,23 @@ def main(argv: list[str] | None = None) -> None:
     sizes: list[int] = []
     with tempfile.TemporaryDirectory() as folder:
         for r in range(args.rounds):
-            _, spent, cpu = sweep(flow, args.samples, args.concurrency, None)
+            _, spent, cpu = sweep(flow, case, args.concurrency, None)
             without.append(spent)
             cpu_without.append(cpu)
             path = os.path.join(folder, f"runs-{r}.db")
-            _, spent, cpu = sweep(flow, args.samples, args.concurrency, path)
+            _, spent, cpu = sweep(flow, case, args.concurrency, path)
             with_store.append(spent)
             cpu_store.append(cpu)
             sizes.append(file_bytes(path))
     size = sizes[-1]
-    print(f"store file: {size / 1e6:.2f} MB = {size / unique:.2f}x its unique values (goal <= 1.2x)")
+    print(f"[{shape}] store file: {size / 1e6:.2f} MB = {size / unique:.2f}x its unique values (goal <= 1.2x)")
     lo, med = min(with_store) / min(without), statistics.median(with_store) / statistics.median(without)
     print(
         f"wall time without a store: min {min(without):.2f}s, median {statistics.median(without):.2f}s; "
         f"with store=: min {min(with_store):.2f}s, median {statistics.median(with_store):.2f}s"
     )
     paired = statistics.median(s / w for s, w in zip(with_store, without, strict=True))
-    print(f"store= / no store: {lo:.2f}x (min), {med:.2f}x (median), {paired:.2f}x (paired) (goal <= 1.1x)")
+    print(f"[{shape}] store= / no store: {lo:.2f}x (min), {med:.2f}x (median), {paired:.2f}x (paired) (goal <= 1.1x)")
     cpu = statistics.median(s / w for s, w in zip(cpu_store, cpu_without, strict=True))
     print(
         f"CPU time of the process (every thread): without {statistics.median(cpu_without):.2f}s, with store= "

@@ -5,9 +5,9 @@ before its worker takes another row, the rows that finish together in one transa
 group commit), so a process killed mid-batch loses at most the rows that were in flight. The same file can hold run checkpoints (``checkpoint.py``):
 the tables do not overlap and both record their schema version in ``nbflow_meta``.
 
-Schema (version 3; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
+Schema (version 4; the file may also hold run checkpoints, see ``nbflow/_store/checkpoint.py``)::
 
-    nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '3' (shared with checkpoints)
+    nbflow_meta(key TEXT PK, value TEXT)               key 'batch_schema' -> '4' (shared with checkpoints)
     batches(batch_id TEXT PK, flow TEXT, created_at REAL, n_rows INTEGER, columns TEXT, meta TEXT)
     batch_rows(batch_id TEXT, case_key TEXT, row_index INTEGER, run_id TEXT, status TEXT,
                finished_at REAL, fingerprint TEXT, data TEXT, lineage TEXT)     INDEX batch_rows_batch(batch_id)
@@ -32,6 +32,11 @@ record (name, notes, grid, counts, summary...). Version 1 and 2 files are migrat
 opened writable (a read-only version 2 copy is read as it is: same columns); version 1 rows keep a
 ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
 
+Version 4: a cell JSON does not hold (a frame passed to every row, an array...) whose encoding is not small is
+stored once in ``nbflow_values`` (``values.py``), referenced by its batch, and the row holds ``{"__nbflow_value__":
+key}``: 24 rows sharing one input frame hold it once, as do their kept runs. Version 3 files are migrated by
+their version number alone (their rows are read as they are).
+
 ``data`` is a JSON object, column -> value. Values JSON keeps exactly (str, int, float, bool,
 None, and lists / str-keyed dicts of those) are stored as JSON; plain data JSON cannot hold (tuples,
 DataFrames, numpy arrays, pydantic models, datetimes, Decimal, bytes, sets...) as
@@ -55,15 +60,28 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from operator import countOf
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
 from nbflow._store.checkpoint import ensure_schema, write_whole_runs
-from nbflow._store.pickling import UntrustedData, json_exact, json_text, loads, pickled, sign_pickle
+from nbflow._store.pickling import (
+    _ORJSON,
+    NOT_OPENED,
+    UntrustedData,
+    dumps,
+    json_exact,
+    json_text,
+    load_orjson,
+    loads,
+    peek,
+    pickled,
+    sign_pickle,
+)
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
-from nbflow._store.values import Collected, collect
+from nbflow._store.values import MIN_SHARED, REF, Collected, Shared, Values, batch_owner, collect, read_from, stored_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +101,7 @@ __all__ = [
     "holds_redaction",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 LEGACY_KEY = "row:"  # case_key prefix of rows migrated from version 1 (no content key yet)
 
 _SCHEMA = """
@@ -153,6 +171,12 @@ CREATE INDEX IF NOT EXISTS batch_rows_batch ON batch_rows(batch_id);
 UPDATE nbflow_meta SET value = '3' WHERE key = 'batch_schema';
 """
 
+# Version 3 -> 4: the same tables; a row's large cell may be a reference to a value stored once ({_VALUE: key}),
+# which an older nbflow would misread as a dict: it refuses a version 4 file.
+_MIGRATE_3 = f"UPDATE nbflow_meta SET value = '{SCHEMA_VERSION}' WHERE key = 'batch_schema';"
+_MIGRATIONS = {"1": (_MIGRATE_1, _MIGRATE_2, _MIGRATE_3), "2": (_MIGRATE_2, _MIGRATE_3), "3": (_MIGRATE_3,)}
+_READ_AS_IS = ("2", "3")  # versions a read-only copy is read as it is (their columns are this version's)
+
 _ROW_SQL = (
     "INSERT INTO batch_rows(rowid, batch_id, case_key, row_index, run_id, status, finished_at, "
     "fingerprint, data, lineage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -172,12 +196,15 @@ class PreparedRow(NamedTuple):
 
     args: tuple[Any, ...]
     run: Run | None = None
+    cells: tuple[tuple[str, Any, bytes | None], ...] | None = None
+    """The row's values stored once (``values.py``): (key, value, its bytes if just encoded), written with it."""
 
 
 _PICKLED = "__nbflow_pickle__"  # nbflow 0.1: an unsigned pickle (opened only with allow_pickle=True)
 _SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nbflow/_store/trust.py)
 _REDACTED = "__nbflow_redacted__"
 _PLAIN = "__nbflow_plain__"  # code-free tagged JSON (nbflow/_store/plain.py): no code runs on load
+_VALUE = "__nbflow_value__"  # a large cell stored once (schema 4): {_VALUE: its key in nbflow_values}
 
 
 class UnstorableValue(StoreError):
@@ -267,6 +294,7 @@ class BatchStore:
         self._seen: int | None = None
         self._has_lineage: bool | None = None  # batch_rows has the lineage column (read once)
         self._last = 0  # the highest rowid this connection wrote (valid while ``_seen`` is: no other writer since)
+        self._cell_sizes: dict[str, int] = {}  # key -> encoded bytes of the cells met (``_share_cell``)
         self._db = open_db(self.path, timeout=timeout, read_only=read_only)
         if read_only:
             self._check_read_only()
@@ -275,11 +303,11 @@ class BatchStore:
         try:
             self._db.execute("CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self._db.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()
-            if row is not None and row[0] == "2" and getattr(self._db, "read_only", False):
-                pass  # a read-only copy is read as it is (nothing can be migrated): its columns are version 3's
-            elif row is not None and row[0] in ("1", "2"):
+            if row is not None and row[0] in _READ_AS_IS and getattr(self._db, "read_only", False):
+                pass  # a read-only copy is read as it is (nothing can be migrated): its columns are version 4's
+            elif row is not None and row[0] in _MIGRATIONS:
                 with self._transaction():  # all or nothing: a failed migration leaves the file as it was
-                    for script in (_MIGRATE_1, _MIGRATE_2) if row[0] == "1" else (_MIGRATE_2,):
+                    for script in _MIGRATIONS[row[0]]:
                         for statement in script.split(";"):
                             if statement.strip():
                                 self._db.execute(statement)
@@ -292,7 +320,7 @@ class BatchStore:
             raise store_error(exc, self.path, 5.0) from None
         if row is None:
             self._db.execute("INSERT INTO nbflow_meta(key, value) VALUES ('batch_schema', ?)", (str(SCHEMA_VERSION),))
-        elif row[0] == "2" and getattr(self._db, "read_only", False):
+        elif row[0] in _READ_AS_IS and getattr(self._db, "read_only", False):
             pass
         elif schema_version(self.path, "batch_schema", row[0]) != SCHEMA_VERSION:
             raise StoreError(
@@ -310,11 +338,11 @@ class BatchStore:
             if "no such table" in str(exc):
                 raise StoreError(f"{self.path!r} holds no nbflow batches (no batch written to it yet)") from None
             raise store_error(exc, self.path, self.timeout) from None
-        if found is None or found[0] not in ("2", str(SCHEMA_VERSION)):
+        if found is None or found[0] not in (*_READ_AS_IS, str(SCHEMA_VERSION)):
             self._db.close()
             raise StoreError(
                 f"store {self.path!r} has batch schema version {found[0] if found else '(none)'}; this nbflow reads "
-                f"versions 2 and {SCHEMA_VERSION} read-only (open it once writable to migrate it)"
+                f"versions {', '.join(_READ_AS_IS)} and {SCHEMA_VERSION} read-only (open it once writable to migrate it)"
             )
 
     # --- batches -----------------------------------------------------------------------------------
@@ -412,12 +440,15 @@ class BatchStore:
             for table in ("checkpoint_nodes", "checkpoint_questions", "nbflow_value_refs", "checkpoint_runs"):
                 if table in tables:
                     self._db.execute(f"DELETE FROM {table} WHERE run_id IN ({runs})", (batch_id, batch_id))
+            if "nbflow_value_refs" in tables:  # the values its rows' cells refer to
+                self._db.execute("DELETE FROM nbflow_value_refs WHERE run_id = ?", (batch_owner(batch_id),))
             self._db.execute("DELETE FROM batch_rows WHERE batch_id = ?", (batch_id,))
             self._db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
 
     def values(self) -> pd.DataFrame:
         """The values stored once (``nbflow/_store/values.py``): ``key`` (its data version), ``bytes`` (as
-        stored) and ``runs`` (how many stored runs refer to it; 0: ``gc()`` deletes it), largest first."""
+        stored) and ``runs`` (how many stored runs, and batches whose rows hold it, refer to it; 0: ``gc()``
+        deletes it), largest first."""
         import pandas as pd
 
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -528,10 +559,33 @@ class BatchStore:
             if row is not None:
                 return row
         red = redactor(secrets)
-        text = encode_row(data, secret_columns, red)
+        cells: list[tuple[str, Any, bytes | None]] = []
+        # A large cell is stored once (``values.py``), unless the row has secrets of its own: then its cells are
+        # written redacted in the row, as before (a digest of the value would vary with the secret).
+        share = None if red is not None and red.has_own() else partial(self._share_cell, red)
+        text = encode_row(data, secret_columns, red, share, cells)
         if lineage is not None and red is not None:
             lineage = red(lineage)
-        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run, lineage)
+        return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run, lineage, tuple(cells) or None)
+
+    def _share_cell(self, red: Redactor | None, value: Any) -> tuple[str, bytes | None] | None:
+        """(key, its bytes if encoded now) for a cell stored once by reference, None for a cell kept in the row
+        (small once encoded). Keyed like a node's output (``values.py``): by its data version, or by where it
+        was read from; a key met before (``_cell_sizes``) is not encoded again."""
+        from nbflow._engine.caching import data_version
+
+        key = stored_key(value) or data_version(value)
+        if key is not None:
+            size = self._cell_sizes.get(key)
+            if size is not None:
+                return (key, None) if size >= MIN_SHARED else None
+        data = dumps(value, red)
+        if key is None:
+            key = "b:" + hashlib.sha256(data).hexdigest()
+        if len(self._cell_sizes) >= 4096:
+            self._cell_sizes.clear()
+        self._cell_sizes[key] = len(data)
+        return (key, data) if len(data) >= MIN_SHARED else None
 
     @staticmethod
     def plain_row(
@@ -608,12 +662,22 @@ class BatchStore:
                 cur.executemany(_DELETE_SQL, replaced)
             cur.executemany(_ROW_SQL, args.values())
             runs = [row[1] for row in rows if row[1] is not None]
-            if runs:
-                if not self._runs_ready:
+            shared = None
+            if runs or any(row[2] for row in rows):
+                if not self._runs_ready:  # (the values tables are the checkpoint schema's)
                     ensure_schema(self._db, self.path)
                     self._runs_ready = True
+                shared = Shared(cur.connection)  # (not ``cur``: runs' values are looked up while it inserts)
+                for row in rows:
+                    if row[2]:
+                        owner = batch_owner(row[0][0])
+                        for key, value, data in row[2]:
+                            shared.put(owner, key, value, data, _encode_cell)
+            if runs:
                 left_out.clear()  # (a retried transaction writes them again)
-                left_out.update(write_whole_runs(cur, runs))
+                left_out.update(write_whole_runs(cur, runs, shared))
+            if shared is not None:
+                shared.flush()
 
         self._retry_tx(write, cur)
         for batch_id, new in added.items():
@@ -744,6 +808,7 @@ class BatchStore:
         conditions = ["batch_id = ?", *(c for c, _ in where)]
         params: list[Any] = [batch_id, *(p for _, ps in where for p in ps)]
         sql = " AND ".join(conditions)
+        cell = self._cell_reader(False)
         total = self._db.execute(f"SELECT COUNT(*) FROM batch_rows WHERE {sql}", params).fetchone()[0]
         out = []
         for index, run_id, status, finished_at, text, key in self._db.execute(
@@ -752,7 +817,7 @@ class BatchStore:
             [*params, int(limit), int(offset)],
         ):
             try:
-                data = {k: _decode(v, False) for k, v in json.loads(text).items()}
+                data = {k: _decode(v, False, False, cell) for k, v in json.loads(text).items()}
             except Exception as exc:  # a row the viewer cannot read is shown as such, never raised mid-page
                 data = {"status": status, "error_message": f"(unreadable stored row: {type(exc).__name__})"}
             out.append(StoredRow(index, run_id, status, finished_at, data, key))
@@ -782,6 +847,7 @@ class BatchStore:
         """Every finished row of a batch with its content key and fingerprints, in row order (see ``rows``)."""
         out: list[StoredRow] = []
         self.unreadable = {}
+        cell = self._cell_reader(unpickle)
         for index, run_id, status, finished_at, text, key, fp in self._db.execute(
             "SELECT row_index, run_id, status, finished_at, data, case_key, fingerprint FROM batch_rows "
             "WHERE batch_id = ? ORDER BY row_index, finished_at",
@@ -789,7 +855,7 @@ class BatchStore:
         ):
             try:
                 raw = json.loads(text)
-                data = {k: _decode(v, unpickle, self.allow_pickle) for k, v in raw.items()}
+                data = {k: _decode(v, unpickle, self.allow_pickle, cell) for k, v in raw.items()}
             except Exception as exc:
                 why = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, UntrustedData) and not skip_unreadable:
@@ -803,6 +869,24 @@ class BatchStore:
                 continue
             out.append(StoredRow(index, run_id, status, finished_at, data, key, self.fingerprints(fp)))
         return out
+
+    def _cell_reader(self, unpickle: bool) -> Callable[[str], Any]:
+        """Reads the cells stored once (``{_VALUE: key}``) by key, each once per call (the rows that share a value
+        get one object, as the batch that wrote them had). Without ``unpickle`` a pickle is a marker."""
+        seen: dict[str, Any] = {}
+        values = Values(self._db, self.path)
+
+        def cell(key: str) -> Any:
+            if key not in seen:
+                data = values.get(key)
+                if unpickle:
+                    seen[key] = read_from(loads(data, allow_pickle=self.allow_pickle), REF + key.encode())
+                else:
+                    found = peek(data)
+                    seen[key] = {_SIGNED: "(not unpickled)"} if found is NOT_OPENED else found
+            return seen[key]
+
+        return cell
 
     def kept_outputs(self, run_id: str) -> KeptOutputs | None:
         """What the stored run of a row (kept with it: ``keep="all"``) holds for re-use: each node's final status,
@@ -875,10 +959,11 @@ def _prepared(
     fingerprint: str | None,
     run: Run | None,
     lineage: str | None = None,
+    cells: tuple[tuple[str, Any, bytes | None], ...] | None = None,
 ) -> PreparedRow:
     """The row's values in ``_ROW_SQL``'s order (after its rowid), ``text`` its encoded data."""
     args = (batch_id, key or f"{LEGACY_KEY}{index}", index, run_id, status, time.time(), fingerprint, text, lineage)
-    return _new_prepared(PreparedRow, (args, run))
+    return _new_prepared(PreparedRow, (args, run, cells))
 
 
 _new_prepared = tuple.__new__  # (PreparedRow(args, run) runs a Python-level __new__: ~0.3 µs a row)
@@ -902,12 +987,22 @@ def _meta_text(meta: Mapping[str, Any]) -> str:
     return json.dumps(gate(dict(meta)), default=lambda v: gate(repr(v)))
 
 
-def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red: Redactor | None = None) -> str:
-    """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored."""
+def encode_row(
+    data: Mapping[str, Any],
+    secret_columns: Iterable[str] = (),
+    red: Redactor | None = None,
+    share: Callable[[Any], tuple[str, bytes | None] | None] | None = None,
+    cells: list[tuple[str, Any, bytes | None]] | None = None,
+) -> str:
+    """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored.
+
+    ``share``: decides whether a cell that is not JSON (a frame, an array...) is stored once by reference
+    (``BatchStore._share_cell``); such a cell is ``{_VALUE: key}`` in the text and (key, value, bytes) in
+    ``cells``."""
     if not secret_columns and not red and type(data) is dict and _AS_IS.issuperset(map(type, data.values())):
         return _plain_json(data)  # every cell a plain scalar (the common row): the row is its own JSON
     secret = set(secret_columns) if secret_columns else ()
-    encoded = {}
+    encoded: dict[str, Any] = {}
     for k, v in data.items():
         if secret and k in secret:
             encoded[k] = {_REDACTED: True}
@@ -920,6 +1015,13 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
             encoded[k] = {_REDACTED: True}
             continue
         try:
+            if share is not None and not _json_exact(v):
+                found = share(v)
+                if found is not None:
+                    encoded[k] = {_VALUE: found[0]}
+                    if cells is not None:
+                        cells.append((found[0], v, found[1]))
+                    continue
             encoded[k] = _encode(red.scrub(v), red) if red else _encode(v)
         except Exception as exc:  # pickle: TypeError, RecursionError, PicklingError, ...
             raise UnstorableValue(k, f"{type(v).__name__}: {type(exc).__name__}: {exc}") from None
@@ -927,6 +1029,11 @@ def encode_row(data: Mapping[str, Any], secret_columns: Iterable[str] = (), red:
 
 
 _AS_IS = frozenset({int, float, bool, str, type(None)})  # cells stored as they are when nothing is redacted
+
+
+def _encode_cell(value: Any) -> bytes:
+    """A shared cell's bytes when the file no longer holds them (collected since they were encoded)."""
+    return dumps(value, redactor())
 
 
 def _plain_json(data: dict[str, Any]) -> str:
@@ -939,7 +1046,7 @@ def _plain_json(data: dict[str, Any]) -> str:
     tokens than the row has None cells, which a text holding "null" also triggers), an int beyond 64 bits, a
     string that is not valid Unicode (a lone surrogate), a key that is not a str.
     """
-    fast = _ORJSON[0] if _ORJSON else _load_orjson()
+    fast = _ORJSON[0] if _ORJSON else load_orjson()
     if fast is not None:
         try:
             out: bytes = fast(data)
@@ -951,21 +1058,8 @@ def _plain_json(data: dict[str, Any]) -> str:
     return json_text(data)
 
 
-_ORJSON: list[Callable[[Any], bytes] | None] = []  # [orjson.dumps, or None without orjson], once known
-
-
-def _load_orjson() -> Callable[[Any], bytes] | None:
-    try:  # on first use: ``import nbflow`` does not pay for it
-        import orjson
-    except ImportError:  # (a dependency of nbflow; without it rows are written by the standard encoder)
-        _ORJSON.append(None)
-    else:
-        _ORJSON.append(orjson.dumps)
-    return _ORJSON[0]
-
-
 def _json_exact(value: Any) -> bool:
-    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED, _PLAIN))
+    return json_exact(value, (_PICKLED, _SIGNED, _REDACTED, _PLAIN, _VALUE))
 
 
 def _encode(value: Any, red: Redactor | None = None) -> Any:
@@ -983,8 +1077,10 @@ def _encode(value: Any, red: Redactor | None = None) -> Any:
     return {_SIGNED: base64.b64encode(data).decode("ascii")}
 
 
-def _decode(value: Any, unpickle: bool, allow_pickle: bool = False) -> Any:
+def _decode(value: Any, unpickle: bool, allow_pickle: bool = False, cell: Callable[[str], Any] | None = None) -> Any:
     if type(value) is dict and len(value) == 1:
+        if _VALUE in value and cell is not None and type(value[_VALUE]) is str:
+            return cell(value[_VALUE])
         for key in (_SIGNED, _PICKLED):
             if key in value:
                 if not unpickle:

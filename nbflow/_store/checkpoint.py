@@ -14,7 +14,8 @@ nbflow refuses a schema 3 file (StoreError: "written by a newer nbflow").
 Schema 4: a node's output, and a recorded input that is not a small scalar, is stored once per file under
 its data version (``values.py``: ``nbflow_values``), shared by every run, batch row and experiment; the
 node's row holds a reference; and an attempt may carry the model calls of its transcript
-(docs/transcripts.md). Values (node outputs, inputs,
+(docs/transcripts.md). Schema 5: a run's large inputs, and the large values inside a map's items, a loop's
+iterations and a sub-flow's record, are stored once too. Values (node outputs, inputs,
 question data, answers) are stored with ``pickle``: **never load a store from an untrusted source**,
 unpickling can run arbitrary code. Secrets (``nf.Secret`` values, and inputs whose names look like
 ``api_key``/``token``/``password``) are written as a redaction marker, never as their value.
@@ -54,7 +55,17 @@ from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.run import LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
-from nbflow._store.pickling import StoredError, UntrustedData, core_bytes, dumps, peek
+from nbflow._store.pickling import (
+    _ORJSON,
+    StoredError,
+    UntrustedData,
+    core_bytes,
+    dumps,
+    load_orjson,
+    peek,
+    pickled,
+    sign_pickle,
+)
 from nbflow._store.pickling import loads as _loads
 from nbflow._store.sqlite import FileIdentity, Transaction, garbled, open_db, schema_version, store_error
 from nbflow._store.values import REF, Shared, Values, is_ref, read_from, shared_value
@@ -81,7 +92,10 @@ __all__ = [
 # attempt's entry in a node's detail may hold more values: its transcript's calls, what it printed, its queue
 # wait (``_attempt_row``); files of schema 1-3 get the values tables on open (their rows are read as they are),
 # and an older nbflow refuses a schema 4 file (it would misread a reference or an attempt).
-SCHEMA_VERSION = 4
+# 5: a run's stored inputs may hold references too (``_stored_inputs``: a frame every batch row is given is stored
+# once), and a map's items, a loop's iterations and a sub-flow's record refer to their large values
+# (``pickling.pickled``'s persistent ids); files of schema 1-4 are read as they are, an older nbflow refuses a 5.
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -163,21 +177,26 @@ _RUN_SQL = (
 # A whole run at once (write_whole_runs): the header with its record, replacing whatever an earlier write left.
 _WHOLE_RUN_SQL = (
     "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, targets, inputs, answers, "
-    "started_at, updated_at, nodes, owner, reason, finished_at, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "started_at, updated_at, nodes, owner, reason, finished_at, record, lineage) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT(run_id) DO UPDATE SET "
     "status=excluded.status, pause_version=excluded.pause_version, inputs=excluded.inputs, "
     "answers=excluded.answers, started_at=excluded.started_at, updated_at=excluded.updated_at, "
-    "owner=excluded.owner, reason=excluded.reason, finished_at=excluded.finished_at, record=excluded.record"
+    "owner=excluded.owner, reason=excluded.reason, finished_at=excluded.finished_at, record=excluded.record, "
+    "lineage=coalesce(excluded.lineage, lineage)"
 )
 # A whole run whose record is compact (``_compact_record``: the header's other values are in it): five values
 # bound, not fourteen (SQLite's binding of a row's values was most of the header's insert: measured 6.3 µs a
 # row for 14 columns, 2.7 for 3). The other columns are left at NULL (pause_version 0) until a resume spreads
-# the record (``_spread_record``).
+# the record (``_spread_record``). The run's lineage goes in the same statement (an UPDATE per run after it cost
+# a second look-up of the row by its key).
 _COMPACT_RUN_SQL = (
-    "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, updated_at, record) VALUES (?,?,?,0,?,?) "
+    "INSERT INTO checkpoint_runs (run_id, flow, status, pause_version, updated_at, record, lineage) "
+    "VALUES (?,?,?,0,?,?,?) "
     "ON CONFLICT(run_id) DO UPDATE SET "
     "status=excluded.status, pause_version=0, targets=NULL, inputs=NULL, answers=NULL, started_at=NULL, "
-    "updated_at=excluded.updated_at, nodes=NULL, owner=NULL, reason=NULL, finished_at=NULL, record=excluded.record"
+    "updated_at=excluded.updated_at, nodes=NULL, owner=NULL, reason=NULL, finished_at=NULL, record=excluded.record, "
+    "lineage=coalesce(excluded.lineage, lineage)"
 )
 _NODE_SQL = (
     "INSERT OR REPLACE INTO checkpoint_nodes (run_id, node, status, output, error_type, error_message, "
@@ -194,9 +213,11 @@ def _run_params(
     owner: str | None,
     shared: bool = False,
     record: bytes | None = None,
+    values: Shared | None = None,
 ) -> tuple[Any, ...]:
     """``shared``: encode targets and node names through ``_shared_dump`` (batch rows repeat them);
-    ``record``: the run's record (``_record_blob``), which holds its inputs (the column is left NULL)."""
+    ``record``: the run's record (``_record_blob``), which holds its inputs (the column is left NULL);
+    ``values``: the transaction's values stored once: the run's large inputs go there (``_stored_inputs``)."""
     if shared:
         targets, names = _shared_dump("targets", run.targets), _shared_dump("nodes", tuple(run.nodes))
         answers = dumps(run.answers, red) if run.answers else _NO_ANSWERS
@@ -208,7 +229,7 @@ def _run_params(
         run.status.value,
         run.pause_version,
         targets,
-        dump("inputs", _inputs(run)) if record is None else None,
+        None if record is not None else dump("inputs", _stored_inputs(run, values, red)),
         answers,
         run.started_at,
         time.time(),
@@ -222,6 +243,30 @@ def _run_params(
 def _inputs(run: Run) -> dict[str, Any]:
     """The run's inputs as stored: secret ones (by name, or ``nf.Secret``) as the redaction marker."""
     return {k: redact(k, v) for k, v in run.inputs.items()}
+
+
+_INPUT_REFS = "\x00refs"  # in a run's stored inputs: the names of those stored once (their value is the key)
+
+
+def _stored_inputs(run: Run, values: Shared | None, red: Redactor) -> dict[str, Any]:
+    """``_inputs(run)``, its large values stored once in ``values`` (schema 5: a frame every row of a batch is
+    given is one value of the file): each by its key, their names under ``_INPUT_REFS`` (no input's name)."""
+    inputs = _inputs(run)
+    if values is None or not inputs:
+        return inputs
+    info = {"inputs": inputs}
+    _share_inputs(info, run.run_id, values.for_run(red), red)
+    if "refs" not in info:
+        return inputs
+    return {**info["inputs"], _INPUT_REFS: info["refs"]}
+
+
+def _read_inputs(inputs: dict[str, Any], value: Callable[[Any], Any]) -> dict[str, Any]:
+    """Stored run inputs with those stored once read back (``value`` reads a reference)."""
+    refs = inputs.pop(_INPUT_REFS, None)
+    for name in refs or ():
+        inputs[name] = value(REF + inputs[name].encode())
+    return inputs
 
 
 def _node_params(
@@ -238,9 +283,10 @@ def _node_params(
         output = shared_value(shared, run.run_id, rec.output, partial(dump, rec.name), rec._cache_id)
     state = None
     if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
-        state = dump(
-            rec.name, {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
-        )
+        extra = {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}
+        state = _shared_state(extra, run.run_id, shared, red) if shared is not None else None
+        if state is None:
+            state = dump(rec.name, extra)
     info = _detail(rec)
     if shared is not None and info["inputs"]:
         _share_inputs(info, run.run_id, shared, red)
@@ -265,6 +311,23 @@ def _node_params(
         state,
         detail,
     )
+
+
+def _shared_state(extra: dict[str, Any], run_id: str, shared: Shared, red: Redactor) -> bytes | None:
+    """A map's items, a loop's iterations or a sub-flow's record (schema 5) as a signed pickle whose large frames
+    and arrays are stored once in ``shared`` (persistent ids naming their keys: 1,000 items over one frame hold
+    it once); None if it cannot be pickled (the caller's ``dump`` decides: left out, or the write fails)."""
+
+    def encode(value: Any) -> bytes | None:
+        try:
+            return dumps(value, red)
+        except Exception:  # pickled in place: the pickle's own rule decides
+            return None
+
+    try:
+        return sign_pickle(pickled(extra, red, lambda value: shared.key(run_id, value, encode)))
+    except Exception:
+        return None
 
 
 def _share_inputs(info: dict[str, Any], run_id: str, shared: Shared, red: Redactor) -> None:
@@ -297,7 +360,7 @@ def write_whole_run(db: sqlite3.Connection, run: Run) -> None:
     write_whole_runs(db.cursor(), [run])
 
 
-def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
+def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run], shared: Shared | None = None) -> set[str]:
     """``write_whole_run`` for many runs (a batch's group commit), in as few statements as possible.
 
     A run whose node records are built-in data only (the common batch row) is ONE header row holding them all
@@ -311,11 +374,13 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
 
     Returns the ids of the runs stored with something left out (a value that cannot be stored): only those
     read back differently (besides their redacted secrets), so a batch keeps them in memory.
+    ``shared``: the transaction's values stored once, if its caller stores some too (a batch row's cells).
     """
     reds = [_redactor_of(run) for run in runs]
     left_out: set[str] = set()
     # The values stored once (outputs, recorded inputs): a run's record holds their keys.
-    shared = Shared(cur.connection)
+    if shared is None:
+        shared = Shared(cur.connection)
     rest: list[tuple[Run, Redactor]] = []  # the runs without a compact record
     by_node: list[tuple[Run, Redactor]] = []  # the runs not stored as one record
 
@@ -325,7 +390,7 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
             if record is None:
                 rest.append((run, red))
                 continue
-            yield run.run_id, run.flow, _RUN_STATUS_TEXT[run.status], time.time(), record
+            yield run.run_id, run.flow, _RUN_STATUS_TEXT[run.status], time.time(), record, _lineage_text(run, red)
 
     def headers() -> Any:
         for run, red in rest:
@@ -333,7 +398,8 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
             dump = _dumper(red, left_out, run.run_id)
             if record is None:
                 by_node.append((run, red))
-            yield (*_run_params(run, dump, red, None, shared=True, record=record), record)
+            params = _run_params(run, dump, red, None, shared=True, record=record, values=shared)
+            yield (*params, record, _lineage_text(run, red))
 
     def nodes() -> Any:
         for run, red in by_node:
@@ -348,9 +414,6 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run]) -> set[str]:
     if by_node:
         cur.executemany(_NODE_SQL, nodes())
         shared.flush()
-    lineage = [(t, run.run_id) for run, red in zip(runs, reds, strict=True) if (t := _lineage_text(run, red))]
-    if lineage:
-        cur.executemany("UPDATE checkpoint_runs SET lineage=? WHERE run_id=?", lineage)
     asked = [(run.run_id,) for run in runs if run.pause_version]  # paused once: questions stored earlier
     if asked:  # (a batch's paused row answered by flow.answer is written again: its question is answered)
         cur.executemany("UPDATE checkpoint_questions SET open=0 WHERE run_id=? AND open=1", asked)
@@ -374,7 +437,24 @@ def _lineage_text(run: Run, red: Redactor) -> str | None:
         data = run._lineage = run._flow._lineage_of(run)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
-    return red(json.dumps(data, default=repr))
+    return red(_lineage_json(data))
+
+
+_json_text = json.JSONEncoder(default=repr).encode  # (json.dumps(data, default=repr) builds one per call)
+
+
+def _lineage_json(data: Any) -> str:
+    """``json.dumps(data, default=repr)`` as ``json.loads`` reads it back, written by orjson (measured ~20x faster
+    on a lineage's kilobyte: most of what storing it cost). A lineage holds texts, digests and flags, no numbers
+    (a NaN would be written null); what orjson refuses (an int beyond 64 bits, a key that is not a str) goes to
+    the standard encoder."""
+    fast = _ORJSON[0] if _ORJSON else load_orjson()
+    if fast is not None:
+        try:
+            return fast(data, default=repr).decode()
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+    return _json_text(data)
 
 
 _STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
@@ -948,6 +1028,7 @@ class CheckpointStore:
                 known = ", ".join(r[0] for r in self.run_ids()[:10]) or "none"
                 raise StoreError(f"store {str(self.path)!r} has no run {run_id!r}; stored runs: {known}")
             record: Any = loads(head[-1]) if head[-1] is not None else None
+            seen: dict[bytes, Any] = {}  # the values stored once read by this load (``_value``)
             compact = type(record) is tuple  # schema 3: the run's header is in its record too
             if compact:
                 nodes = _compact_nodes(record)
@@ -961,7 +1042,7 @@ class CheckpointStore:
                     "finished_at, state, detail FROM checkpoint_nodes WHERE run_id=?",
                     (run_id,),
                 ).fetchall()
-                value = partial(self._value, loads, {})
+                value = partial(self._value, loads, seen)
             questions = self._db.execute(
                 "SELECT key, question FROM checkpoint_questions WHERE run_id=? AND open=1", (run_id,)
             ).fetchall()
@@ -977,7 +1058,7 @@ class CheckpointStore:
             if record is not None:
                 inputs = record["inputs"]
             elif inputs is not None:
-                inputs = loads(inputs)
+                inputs = _read_inputs(loads(inputs), partial(self._value, loads, seen))
             else:
                 inputs = {}
         inputs.update(secrets or {})
@@ -1011,7 +1092,7 @@ class CheckpointStore:
             rec.error = StoredError(etype, emsg) if etype else None
             rec.traceback, rec.skip_reason, rec.started_at, rec.finished_at = tb, reason, t0, t1
             if state is not None:
-                extra = loads(state)
+                extra = loads(state, values=lambda key: value(REF + key.encode()))
                 rec.items, rec.iterations, rec.subrun, rec.capped = (
                     extra["items"],
                     extra["iterations"],
@@ -1110,6 +1191,8 @@ def peek_run(db: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
         ]
         rows = [(*r[:2], _peek_value(db, r[2]) if record is None else r[2], *r[3:]) for r in rows]
         inputs = peek(inputs) if inputs is not None else {}
+        if isinstance(inputs, dict):
+            inputs = _read_inputs(inputs, partial(_peek_value, db))
     nodes = []
     for name, st, output, etype, emsg, tb, skip, t0, t1, _state, detail in rows:
         detail = detail if isinstance(detail, dict) else {}

@@ -18,6 +18,7 @@ import io
 import json
 import pickle
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from nbflow._core.errors import StoreError
@@ -81,6 +82,49 @@ class _RedactingPickler(StorePickler):
 
 
 _REDACTED_TEXT_ID = "nbflow-redacted-text"
+_VALUE_ID = "nbflow-value"  # a large value inside a pickle, stored once (``values.py``): (_VALUE_ID, its key)
+_DATA_MODULES = frozenset({"pandas", "numpy"})  # whose large values a sharing pickle stores by reference
+
+
+def _large_data(obj: Any) -> bool:
+    """A frame, series or array of at least ~1 KB (``size``: its number of elements)."""
+    if type(obj).__module__.partition(".")[0] not in _DATA_MODULES:
+        return False
+    size = getattr(obj, "size", None)
+    return type(size) is int and size * 8 >= 1024
+
+
+def _shared_id(share: Callable[[Any], str | None], obj: Any) -> tuple[str, str] | None:
+    """The persistent id of ``obj`` stored once (a large frame or array ``share`` keyed), else None."""
+    if _large_data(obj):
+        key = share(obj)
+        if key is not None:
+            return (_VALUE_ID, key)
+    return None
+
+
+class _SharingPickler(StorePickler):
+    """The store pickler; large frames and arrays inside the value are stored once (``share`` gives their key,
+    or None to pickle one in place) and pickled as a persistent id naming that key."""
+
+    def __init__(self, file: Any, protocol: int, share: Callable[[Any], str | None]) -> None:
+        super().__init__(file, protocol=protocol)
+        self._share = share
+
+    def persistent_id(self, obj: Any) -> Any:
+        return _shared_id(self._share, obj)
+
+
+class _SharingRedactingPickler(_RedactingPickler):
+    """``_RedactingPickler`` that stores large values once, as ``_SharingPickler``."""
+
+    def __init__(self, file: Any, protocol: int, redactor: Redactor, share: Callable[[Any], str | None]) -> None:
+        super().__init__(file, protocol, redactor)
+        self._share = share
+
+    def persistent_id(self, obj: Any) -> Any:
+        found = _shared_id(self._share, obj)
+        return found if found is not None else super().persistent_id(obj)
 
 
 def _redacted() -> Any:
@@ -118,10 +162,17 @@ def sign_pickle(data: bytes) -> bytes:
     return _SIGNED + trust.sign(data) + data
 
 
-def pickled(value: Any, redactor: Redactor | None = None) -> bytes:
-    """``value`` pickled by the store pickler; with a ``redactor``, no secret's text reaches the bytes."""
+def pickled(value: Any, redactor: Redactor | None = None, share: Callable[[Any], str | None] | None = None) -> bytes:
+    """``value`` pickled by the store pickler; with a ``redactor``, no secret's text reaches the bytes.
+    ``share``: the key of a large frame or array inside ``value`` stored once (or None: pickled in place);
+    ``loads`` then needs ``values`` to read it back."""
     buf = io.BytesIO()
-    if redactor:
+    if share is not None:
+        if redactor:
+            _SharingRedactingPickler(buf, pickle.HIGHEST_PROTOCOL, redactor, share).dump(value)
+        else:
+            _SharingPickler(buf, pickle.HIGHEST_PROTOCOL, share).dump(value)
+    elif redactor:
         _RedactingPickler(buf, pickle.HIGHEST_PROTOCOL, redactor).dump(value)
     else:
         StorePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
@@ -151,6 +202,21 @@ def _make_json_text() -> Any:
 
 
 json_text = _make_json_text()
+
+_ORJSON: list[Callable[..., bytes] | None] = []  # [orjson.dumps, or None without orjson], once known
+
+
+def load_orjson() -> Callable[..., bytes] | None:
+    """orjson's ``dumps`` (None without orjson), imported on first use: ``import nbflow`` does not pay for it."""
+    try:
+        import orjson
+    except ImportError:  # (a dependency of nbflow; without it the standard encoder writes)
+        _ORJSON.append(None)
+    else:
+        _ORJSON.append(orjson.dumps)
+    return _ORJSON[0]
+
+
 _encode_json = json_text
 
 
@@ -262,20 +328,29 @@ _OLD_PATHS = {
 
 
 class _Unpickler(pickle.Unpickler):
+    def __init__(self, file: Any, values: Callable[[str], Any] | None = None) -> None:
+        super().__init__(file)
+        self._values = values
+
     def find_class(self, module: str, name: str) -> Any:
         return super().find_class(_OLD_PATHS.get(module, module), name)
 
     def persistent_load(self, pid: Any) -> Any:
         if type(pid) is tuple and len(pid) == 2 and pid[0] == _REDACTED_TEXT_ID:
             return pid[1]
+        if type(pid) is tuple and len(pid) == 2 and pid[0] == _VALUE_ID and type(pid[1]) is str:
+            if self._values is None:
+                raise pickle.UnpicklingError("a store value refers to a value stored once, read without its store")
+            return self._values(pid[1])
         raise pickle.UnpicklingError(f"unknown persistent id in a store value: {pid!r}")
 
 
-def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
+def loads(data: bytes | None, *, allow_pickle: bool = False, values: Callable[[str], Any] | None = None) -> Any:
     """A value written by ``dumps`` (or by nbflow 0.1.0, whose class paths are mapped to today's).
 
     Unpickles only a pickle whose tag this user's key verifies, or any pickle with ``allow_pickle``;
-    else raises UntrustedData without unpickling anything.
+    else raises UntrustedData without unpickling anything. ``values``: reads a value stored once by its key
+    (a pickle written by ``pickled(..., share=)`` refers to them).
     """
     if data is None:
         return MISSING
@@ -298,7 +373,7 @@ def loads(data: bytes | None, *, allow_pickle: bool = False) -> Any:
         body = data
         if not allow_pickle:
             raise UntrustedData(f"a stored value is an unsigned pickle. {HOW_TO_TRUST}")
-    return _Unpickler(io.BytesIO(body)).load()
+    return _Unpickler(io.BytesIO(body), values).load()
 
 
 NOT_OPENED = "<pickled value: not opened (a viewer never unpickles)>"

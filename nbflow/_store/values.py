@@ -18,8 +18,12 @@ Schema (in the file's checkpoint tables, checkpoint schema 4)::
     nbflow_values(key TEXT PK, data BLOB, size INTEGER, created_at REAL)      the values, once
     nbflow_value_refs(run_id TEXT, key TEXT, PK(run_id, key)) WITHOUT ROWID   which run holds which value
 
-``collect`` (``nbflow gc``, ``BatchStore.gc()``) forgets the references of runs that are gone (a deleted batch
-takes its runs with it) and deletes the values nothing references, then VACUUMs. A reference is written in the
+A batch row's large cells (a frame passed to every row as a flow input, a row's case cells) are stored the same
+way: the row's JSON holds ``{"__nbflow_value__": key}`` and the batch holds the reference (``batch_owner``: the
+``run_id`` column says ``batch:<batch_id>``), so a value stays while a batch that stored it does.
+
+``collect`` (``nbflow gc``, ``BatchStore.gc()``) forgets the references of runs and batches that are gone (a
+deleted batch takes its runs with it) and deletes the values nothing references, then VACUUMs. A reference is written in the
 same transaction as the record that holds it, and a writer checks a value's presence inside its own write
 transaction, so a collection in another process can never leave a record pointing at nothing.
 """
@@ -38,7 +42,19 @@ from typing import Any
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor
 
-__all__ = ["REF", "SCHEMA", "Collected", "Shared", "Values", "collect", "is_ref", "shared_value"]
+__all__ = [
+    "MIN_SHARED",
+    "REF",
+    "SCHEMA",
+    "Collected",
+    "Shared",
+    "Values",
+    "batch_owner",
+    "collect",
+    "is_ref",
+    "shared_value",
+    "stored_key",
+]
 
 REF = b"NBR1"  # a stored column holding a reference: REF + key (utf-8)
 MIN_SHARED = 1024  # encoded bytes below which a value stays in its record (a reference would not pay)
@@ -54,6 +70,12 @@ CREATE INDEX IF NOT EXISTS nbflow_value_refs_key ON nbflow_value_refs(key);
 """
 
 _INLINE = frozenset({int, float, bool, type(None)})
+_BATCH = "batch:"  # the owner of a batch row's values in nbflow_value_refs: "batch:" + batch_id
+
+
+def batch_owner(batch_id: str) -> str:
+    """The ``run_id`` under which the values a batch's rows refer to are referenced (kept while the batch is)."""
+    return _BATCH + batch_id
 
 
 def is_ref(data: Any) -> bool:
@@ -82,7 +104,8 @@ def read_from(value: Any, ref: bytes) -> Any:
     return value
 
 
-def _stored_key(value: Any) -> str | None:
+def stored_key(value: Any) -> str | None:
+    """The key ``value`` was read back from (``read_from``), if it was."""
     found = _READ.get(id(value))
     return found[1] if found is not None and found[0]() is value else None
 
@@ -147,7 +170,7 @@ class Shared:
             if key is not None:
                 self._refs.add((run_id, key))
             return key
-        key = _stored_key(value)
+        key = stored_key(value)
         if key is not None and self._has(key):  # read back from this file and fed to the run again
             self._ids[id(value)] = (value, key)
             self._refs.add((run_id, key))
@@ -170,6 +193,15 @@ class Shared:
         self._ids[id(value)] = (value, key)
         self._refs.add((run_id, key))
         return key
+
+    def put(self, owner: str, key: str, value: Any, data: bytes | None, encode: Callable[[Any], bytes]) -> None:
+        """Store ``value`` under ``key`` (already decided: ``data``, its bytes, if at hand; else ``encode(value)``
+        if the file does not hold it yet), referenced by ``owner``."""
+        if not self._has(key):
+            self._new[key] = data if data is not None else encode(value)
+        if self.red is None:  # (the same object met again in this transaction, e.g. a run's input: no digest)
+            self._ids[id(value)] = (value, key)
+        self._refs.add((owner, key))
 
     def flush(self) -> None:
         """Write the new values and the references (inside the caller's transaction)."""
@@ -254,10 +286,9 @@ def collect(db: sqlite3.Connection, path: str, *, vacuum: bool = True) -> Collec
     count = size = 0
     if "nbflow_values" in has:
         with Transaction(db):
-            if "checkpoint_runs" in has:
-                db.execute("DELETE FROM nbflow_value_refs WHERE run_id NOT IN (SELECT run_id FROM checkpoint_runs)")
-            else:
-                db.execute("DELETE FROM nbflow_value_refs")
+            runs = "SELECT run_id FROM checkpoint_runs" if "checkpoint_runs" in has else "SELECT '' WHERE 0"
+            batches = f"SELECT '{_BATCH}' || batch_id FROM batches" if "batches" in has else "SELECT '' WHERE 0"
+            db.execute(f"DELETE FROM nbflow_value_refs WHERE run_id NOT IN ({runs}) AND run_id NOT IN ({batches})")
             count, size = db.execute(
                 "SELECT count(*), coalesce(sum(size), 0) FROM nbflow_values "
                 "WHERE key NOT IN (SELECT key FROM nbflow_value_refs)"

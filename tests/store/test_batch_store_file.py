@@ -29,7 +29,7 @@ def test_a_new_store_has_a_versioned_schema_in_wal_mode(tmp_path):
     db = tmp_path / "s.db"
     nf.BatchStore(db).close()
     with closing(sqlite3.connect(db)) as con:
-        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("3",)]
+        assert con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchall() == [("4",)]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert {"nbflow_meta", "batches", "batch_rows"} <= tables
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -110,7 +110,7 @@ def test_batches_and_run_checkpoints_share_one_file(tmp_path):
     assert nf.load_run(db, run.run_id)["double"] == 4
     with closing(sqlite3.connect(db)) as con:
         keys = dict(con.execute("SELECT key, value FROM nbflow_meta").fetchall())
-    assert keys == {"checkpoint_schema": "4", "batch_schema": "3"}
+    assert keys == {"checkpoint_schema": "5", "batch_schema": "4"}
 
 
 def test_batches_listing_load_and_delete(tmp_path):

@@ -85,7 +85,7 @@ def test_a_schema_2_store_is_migrated_in_place_and_every_run_reads_back_identica
     assert len(runs) == 10
     for run_id, described in runs.items():  # nf.load_run opens (and migrates) the file
         assert schema2_flow.describe(nf.load_run(db, run_id)) == described, run_id
-    assert _meta(db) == {"batch_schema": "3", "checkpoint_schema": "4"}
+    assert _meta(db) == {"batch_schema": "3", "checkpoint_schema": "5"}
     # The version number alone (and the later columns, NULL): every stored run stays as it was written.
     assert [r[: len(before[0])] for r in _runs_table(db)] == before
     assert {v for r in _runs_table(db) for v in r[len(before[0]) :]} == {None}
@@ -145,7 +145,7 @@ def test_the_cli_shows_runs_of_a_migrated_store_and_of_a_schema_3_store(schema2:
         )  # fmt: skip
         assert shown.returncode == 0, shown.stderr
         assert line in shown.stdout and "review" in shown.stdout, shown.stdout
-    assert _meta(db)["checkpoint_schema"] == "4"
+    assert _meta(db)["checkpoint_schema"] == "5"
 
 
 def _plain_flow(seen: list[str]) -> nf.Flow:
@@ -174,7 +174,7 @@ def test_a_succeeded_plain_run_is_one_compact_record_and_loads_back_equal(tmp_pa
     flow = _plain_flow([])
     frame = flow.batch([{"x": i} for i in range(4)], store=db, keep="all", progress=False)
     assert list(frame["status"]) == ["succeeded", "succeeded", "paused", "succeeded"]
-    assert _meta(db) == {"batch_schema": "3", "checkpoint_schema": "4"}
+    assert _meta(db) == {"batch_schema": "4", "checkpoint_schema": "5"}
     with closing(sqlite3.connect(db)) as con:
         header = con.execute(
             "SELECT flow, status, pause_version, targets, inputs, answers, started_at, nodes, finished_at, "
@@ -305,8 +305,8 @@ def test_an_older_nbflow_refuses_a_schema_3_store_with_a_clear_error(tmp_path: P
         env={**os.environ, "PYTHONPATH": str(older)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "written by a newer nbflow (checkpoint schema 4); upgrade nbflow to read it" in done.stdout
-    assert _meta(db)["checkpoint_schema"] == "4"
+    assert "written by a newer nbflow (checkpoint schema 5); upgrade nbflow to read it" in done.stdout
+    assert _meta(db)["checkpoint_schema"] == "5"
 
 
 _SCALARS = (

@@ -69,7 +69,7 @@ def test_a_schema_1_store_is_migrated_and_reads_back_identically(schema1: tuple[
         frame = store.load(expected["batch_id"])
     assert _plain(frame.astype(str).to_dict(orient="split")) == _plain(expected["frame"])
     layout = _layout(db)
-    assert layout["meta"] == {"batch_schema": "3", "checkpoint_schema": "4"}
+    assert layout["meta"] == {"batch_schema": "4", "checkpoint_schema": "5"}
     assert set(layout["records"].values()) == {0}  # its runs keep the row-per-node layout
     assert sum(layout["node_rows"].values()) == 15
 
@@ -112,7 +112,7 @@ def test_a_schema_2_batch_table_is_migrated_in_place_and_keeps_one_row_per_key(s
         indexes = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'batch_rows'")}
         version = con.execute("SELECT value FROM nbflow_meta WHERE key = 'batch_schema'").fetchone()[0]
     assert after == before and len(after) == 5
-    assert "PRIMARY KEY" not in table and "batch_rows_batch" in indexes and version == "3"
+    assert "PRIMARY KEY" not in table and "batch_rows_batch" in indexes and version == "4"
     assert not any(n.startswith("sqlite_autoindex") for n in indexes)
     flow = schema2_flow.make_flow()
     with warnings.catch_warnings():
@@ -154,7 +154,7 @@ def test_kept_runs_are_one_record_each_and_load_back_equal(tmp_path: Path) -> No
     frame = _asking_flow().batch([{"x": i} for i in range(4)], store=db, keep="all", progress=False)
     assert list(frame["status"]) == ["succeeded", "succeeded", "paused", "succeeded"]
     layout = _layout(db)
-    assert layout["meta"] == {"batch_schema": "3", "checkpoint_schema": "4"}
+    assert layout["meta"] == {"batch_schema": "4", "checkpoint_schema": "5"}
     assert set(layout["records"].values()) == {1} and layout["node_rows"] == {}
     for i in range(4):
         run = frame.nbflow.run(i)

@@ -208,7 +208,7 @@ def test_an_old_store_still_opens_and_takes_values_stored_once(tmp_path: Path) -
     frame = make_flow().batch(ROWS, grid={"k": [1, 2]}, store=db, progress=False)
     assert (frame["status"] == "succeeded").all()
     meta = dict(table(db, "SELECT key, value FROM nbflow_meta"))
-    assert meta == {"batch_schema": "3", "checkpoint_schema": "4"}
+    assert meta == {"batch_schema": "4", "checkpoint_schema": "5"}
     assert table(db, "SELECT count(*) FROM nbflow_values")[0][0] == 3
     pd.testing.assert_frame_equal(nf.load_batch(db, old), old_frame)  # the old rows read as before
     for run_id in old_frame["run_id"].dropna():
