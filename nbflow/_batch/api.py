@@ -33,7 +33,7 @@ from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, prepare_row, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive, archive_of
 from nbflow._batch.variants import live_variants
-from nbflow._core.config import check_trace
+from nbflow._core.config import check_trace, config
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine import logs
@@ -284,6 +284,7 @@ def _options(
         raise BatchError(f"chunk_size= is the number of rows per Dask task, a positive int; got {chunk_size!r}")
     if chunk_size is not None and executor is None:
         raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
+    packed = keep is None and store is None  # every succeeded row's run kept packed, within config.keep_memory
     if keep is None:
         keep = "failed" if store is None else "all"
     keep_nodes = None
@@ -327,6 +328,7 @@ def _options(
         keep=keep,
         keep_limit=keep_limit,
         keep_nodes=frozenset(keep_nodes) if keep_nodes is not None else None,
+        keep_packed=packed,
         trace=trace,
     )
 
@@ -361,7 +363,8 @@ async def _drive(state: State) -> pd.DataFrame:
         runner = remote_rows(state)
     store, own_store = _open_store(opts.store)
     # Always an archive, also with keep="none": paused rows are kept, flow.answer resumes them.
-    state.archive = RunArchive(opts.keep, opts.keep_limit, store.path if store is not None else None)
+    budget = config.keep_memory if opts.keep_packed and store is None else None
+    state.archive = RunArchive(opts.keep, opts.keep_limit, store.path if store is not None else None, budget=budget)
     progress = BatchProgress(flow.name, n)
     claim: BatchClaim | None = None
     try:

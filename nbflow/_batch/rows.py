@@ -94,6 +94,7 @@ class Options:
     keep: str = "failed"  # which rows keep their full run record: "failed" | "all" | "none" (nbflow/_batch/runs.py)
     keep_limit: int = KEEP_LIMIT
     keep_nodes: frozenset[str] | None = None  # keep=[node, ...]: every row's run, with these nodes' outputs only
+    keep_packed: bool = False  # keep= left out, no store: succeeded rows kept packed too (runs.py, config.keep_memory)
     experiment: str | None = None
     notes: str | None = None
     cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
@@ -163,9 +164,11 @@ async def run_rows(
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
     archive = state.archive
+    packing = archive is not None and archive.budget is not None  # succeeded rows packed (runs.py)
     if archive is not None:
         archive.register(prefix)
         archive.graph = graph
+        archive.outputs = frozenset(cases.outputs)
     trace_row = None
     if opts.trace is not None or config.trace is not None:  # off: not even an import
         from nbflow.otel import row_attacher
@@ -248,7 +251,7 @@ async def run_rows(
             # With a store, a succeeded row's kept run is held in memory only if the store could not take it
             # whole (decided once written, below): df.nbflow.run(i) reads it back from the store.
             on_disk = kept and group is not None and status == "succeeded"
-            if archive is not None and kept and not on_disk:
+            if archive is not None and (kept or packing) and not on_disk:
                 archive.offer(run, status)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
