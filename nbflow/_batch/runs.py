@@ -198,12 +198,12 @@ class RunArchive(str):
         except struct.error:  # a time not set
             return None
         output = c.output
-        recorded = None
+        recorded: list[Mapping[str, Any] | None] | None = None
         for i in shape.verify:  # nodes whose recorded inputs may not be what the sources gave (see _Shape)
-            have = c.inputs[i]
+            have: Any = c.inputs[i]  # (never None here: checked above)
             deps = shape.deps[i]
             same = deps is not None
-            if same:
+            if deps is not None:
                 k = 0
                 for param, j, src in deps:
                     value = output[j] if j >= 0 else inputs.get(src, _ABSENT)
