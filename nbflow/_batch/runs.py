@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
 import struct
 import uuid
 import weakref
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from nbflow._core.errors import BatchError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import pandas as pd
 
@@ -142,14 +143,17 @@ class RunArchive(str):
             cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
         else:
             shape = self._shape_list[entry[0]]
+            # (C loops: a value a frame column shows is the frame's own; an input counts a flat 32 bytes, a
+            # str one being the frame's own cell and a number about that; a container its items too)
             cost = shape.bytes
-            for v in run.inputs.values():
-                t = type(v)
-                if t is not str:  # (a str input is the frame's own cell)
-                    cost += getsizeof(v) if t in _ATOMS else _size(v)
-            for o, own in zip(c.output, shape.own, strict=True):
-                if not own:  # (an output column's value is the frame's own)
-                    cost += getsizeof(o) if type(o) in _ATOMS else _size(o)
+            inputs = run.inputs.values()
+            if not _CONTAINERS.isdisjoint(map(type, inputs)):
+                cost += sum(map(_size, inputs))
+            counted = shape.counted(c.output) if shape.counted is not None else ()
+            if counted:
+                cost += sum(map(getsizeof, counted))
+                if not _CONTAINERS.isdisjoint(map(type, counted)):
+                    cost += sum(map(_size, counted)) - sum(map(getsizeof, counted))
             if entry[2] is not None:
                 cost += sum(map(_size, entry[2]))
         budget = self.budget
@@ -307,7 +311,7 @@ class _Shape:
     the unknown ones) are ``verify``-ed per row, and their recorded inputs kept where they differ.
     ``tests/batch/test_every_row_opens.py`` opens packed runs against whole ones of the same rows."""
 
-    __slots__ = ("bytes", "deps", "key", "own", "times", "verify")
+    __slots__ = ("bytes", "counted", "deps", "key", "times", "verify")
 
     def __init__(
         self, key: tuple[str, tuple[str, ...], tuple[str, ...]], graph: Graph | None, outputs: frozenset[str]
@@ -318,7 +322,10 @@ class _Shape:
         self.times = struct.Struct(f"{2 + 2 * n}d")
         # the entry tuple, its times, and a slot of the archive's dict (outputs and input values: counted apart)
         self.bytes = getsizeof((None,) * (3 + len(keys) + n)) + getsizeof(b"x" * self.times.size) + _SLOT
-        self.own = tuple(name in outputs for name in names)
+        self.bytes += 32 * len(keys)  # the inputs' values, a flat estimate (see _keep_succeeded)
+        counted = [i for i, name in enumerate(names) if name not in outputs]  # outputs no frame column holds
+        # (a getter of those outputs, as a tuple; None: none)
+        self.counted = None if not counted else operator.itemgetter(*counted) if len(counted) > 1 else _one(counted[0])
         index = {name: i for i, name in enumerate(names)}
         known = graph.nodes if graph is not None else {}
         deps: list[tuple[tuple[str, int, str], ...] | None] = []
@@ -337,7 +344,11 @@ class _Shape:
 
 
 _ABSENT = object()
-_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
+
+
+def _one(i: int) -> Callable[[list[Any]], tuple[Any]]:
+    return lambda values: (values[i],)
 
 
 _LEAN: tuple[Any, Any, Any] | None = None
