@@ -251,8 +251,10 @@ async def run_rows(
             # With a store, a succeeded row's kept run is held in memory only if the store could not take it
             # whole (decided once written, below): df.nbflow.run(i) reads it back from the store.
             on_disk = kept and group is not None and status == "succeeded"
-            if archive is not None and (kept or packing) and not on_disk:
+            if archive is not None and kept and not on_disk:
                 archive.offer(run, status)
+            elif packing and status == "succeeded" and archive is not None:  # (no store here)
+                archive.keep_succeeded(run)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
                 # Nothing of the finished run stays alive across the wait for the commit (unless kept): objects

@@ -127,7 +127,7 @@ class RunArchive(str):
         if not self.wants(status) or (stored and status == "succeeded"):
             self.runs.pop(run.run_id, None)  # a resumed row that now succeeded under keep="failed"
             if self.budget is not None and status == "succeeded" and not stored:
-                self._keep_succeeded(run)
+                self.keep_succeeded(run)
             return
         if run.run_id not in self.runs and len(self.runs) >= self.limit:
             self.dropped += 1
@@ -135,8 +135,13 @@ class RunArchive(str):
         run._subscribers = []  # the batch's subscribers (progress, store) are done with it
         self.runs[run.run_id] = run
 
-    def _keep_succeeded(self, run: Run) -> None:
+    def keep_succeeded(self, run: Run) -> None:
         """Keep a succeeded row's run packed (or whole, if the packed form cannot hold it) within the budget."""
+        budget = self.budget
+        assert budget is not None
+        if self.used >= budget:  # full (or 0): nothing more is packed
+            self.over += 1
+            return
         c = run._c
         entry = self._pack(run)
         if entry is None:
@@ -156,8 +161,6 @@ class RunArchive(str):
                     cost += sum(map(_size, counted)) - sum(map(getsizeof, counted))
             if entry[2] is not None:
                 cost += sum(map(_size, entry[2]))
-        budget = self.budget
-        assert budget is not None
         if self.used + cost > budget or (entry is None and len(self.runs) >= self.limit):
             self.over += 1
             return
@@ -322,7 +325,7 @@ class _Shape:
         self.times = struct.Struct(f"{2 + 2 * n}d")
         # the entry tuple, its times, and a slot of the archive's dict (outputs and input values: counted apart)
         self.bytes = getsizeof((None,) * (3 + len(keys) + n)) + getsizeof(b"x" * self.times.size) + _SLOT
-        self.bytes += 32 * len(keys)  # the inputs' values, a flat estimate (see _keep_succeeded)
+        self.bytes += 32 * len(keys)  # the inputs' values, a flat estimate (see keep_succeeded)
         counted = [i for i, name in enumerate(names) if name not in outputs]  # outputs no frame column holds
         # (a getter of those outputs, as a tuple; None: none)
         self.counted = None if not counted else operator.itemgetter(*counted) if len(counted) > 1 else _one(counted[0])
