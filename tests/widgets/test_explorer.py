@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import nbflow as nf
-from nbflow._batch.explore import PAGE, query
+from nbflow._batch.explore import PAGE, query, snapshot_state
 from tests.helpers import widget_comm
 
 
@@ -153,6 +153,8 @@ def test_rows_whose_run_cannot_be_opened_are_marked_before_a_click(tmp_path: Any
     over = [r["__blocked"] for r in rows if "__blocked" in r]
     assert over and all("keep_memory" in why and "store=" in why for why in over)
     assert len(over) == (~df.nbflow.openable()).sum() < len(rows)
+    snapshot = snapshot_state(df)["rows"]  # the static snapshot (saved notebook, nbconvert) marks them too
+    assert sum("keep_memory" in r.get("__blocked", "") for r in snapshot) == len(over)
     stored = scored_flow().batch(
         [{"question": "q1", "api_key": "k"}], grid={"prompt": ["a"]}, store=tmp_path / "r.db", progress=False
     )
