@@ -149,3 +149,32 @@ def test_memory_per_row_of_a_default_batch_stays_far_below_a_kilobyte_over_the_f
     frame = int(df.memory_usage(deep=True).sum())
     per_row = (held - frame) / n
     assert 0 < per_row < 1_024, f"{per_row:.0f} bytes per row beyond the frame's {frame / n:.0f}"
+
+
+def test_runs_the_packed_form_cannot_hold_are_kept_whole_within_the_budget(budget: None) -> None:
+    """A skipped branch (a router) and a map node: kept as whole runs, each at its estimated cost."""
+    flow = nf.Flow("every_row_routes")
+
+    @flow.router(branches=["big", "small"])
+    def route(x: int) -> str:
+        return "big" if x > 2 else "small"
+
+    @flow.map(over="parts", branch="route.big")
+    def big(parts: int) -> int:
+        return parts * 2
+
+    @flow.node(branch="route.small")
+    def small(x: int) -> str:
+        return "S"
+
+    cases = [{"x": i, "parts": list(range(i))} for i in range(6)]
+    df = flow.batch(cases, concurrency=1, progress=False)
+    assert df.nbflow.openable().all()
+    assert df.nbflow.run(1).nodes["big"].skip_reason == "branch 'big' of 'route' not taken"
+    assert df.nbflow.run(4)["big"] == [0, 2, 4, 6] and len(df.nbflow.run(4).nodes["big"].items) == 4
+    nf.config.keep_memory = 8_000  # two or three whole runs' estimate
+    small_budget = flow.batch(cases, concurrency=1, progress=False)
+    openable = small_budget.nbflow.openable()
+    assert 1 <= openable.sum() < len(cases) and openable.iloc[0] and not openable.iloc[-1]
+    with pytest.raises(nf.BatchError, match="keep_memory"):
+        small_budget.nbflow.run(len(cases) - 1)
