@@ -33,7 +33,7 @@ from nbflow._batch.reuse import STRICT, reuse_rows
 from nbflow._batch.rows import FINISHED, Options, State, finish_partial, prepare_row, result_columns, run_rows
 from nbflow._batch.runs import KEEP_CHOICES, KEEP_LIMIT, RunArchive, archive_of
 from nbflow._batch.variants import live_variants
-from nbflow._core.config import check_trace
+from nbflow._core.config import check_trace, config
 from nbflow._core.errors import BatchError, BatchInterrupted, NbflowWarning, StoreError
 from nbflow._core.secrets import is_secret_name, secret_texts
 from nbflow._engine import logs
@@ -117,8 +117,10 @@ def batch(
     row (with ``cooldown=`` seconds it pauses new rows, then lets one probe row through, up to
     ``max_cooldowns`` pauses before it stops); ``timeout`` bounds the whole batch, ``row_timeout`` each row;
     ``progress`` None (auto), True, False or a renderer. ``keep`` says which rows keep their full run record
-    (every node's output, error, traceback, attempts): ``"failed"`` (failed and paused rows; the default
-    without a store), ``"all"`` (the default with a store, where they are written with their row; a succeeded
+    (every node's output, error, traceback, attempts). Left out without a store: failed and paused rows
+    whole, and every succeeded row's run packed (its outputs by reference) within ``nf.config.keep_memory``
+    (64 MiB; a row past it is marked, ``df.nbflow.openable()``). ``"failed"`` (failed and paused rows
+    only), ``"all"`` (the default with a store, where they are written with their row; a succeeded
     row's run is then read back from the store when opened, its secret inputs redacted), ``"none"``, or a
     list of nodes (``keep=["raw", "model"]``: every row's run, holding the outputs of these nodes and of the
     output columns only; the others are dropped once nothing needs them, as ``flow.run(keep=)`` does); at
@@ -284,6 +286,7 @@ def _options(
         raise BatchError(f"chunk_size= is the number of rows per Dask task, a positive int; got {chunk_size!r}")
     if chunk_size is not None and executor is None:
         raise BatchError("chunk_size= is for batches sent to Dask; pass executor=client (a distributed.Client) too")
+    packed = keep is None and store is None  # every succeeded row's run kept packed, within config.keep_memory
     if keep is None:
         keep = "failed" if store is None else "all"
     keep_nodes = None
@@ -327,6 +330,7 @@ def _options(
         keep=keep,
         keep_limit=keep_limit,
         keep_nodes=frozenset(keep_nodes) if keep_nodes is not None else None,
+        keep_packed=packed,
         trace=trace,
     )
 
@@ -361,7 +365,9 @@ async def _drive(state: State) -> pd.DataFrame:
         runner = remote_rows(state)
     store, own_store = _open_store(opts.store)
     # Always an archive, also with keep="none": paused rows are kept, flow.answer resumes them.
-    state.archive = RunArchive(opts.keep, opts.keep_limit, store.path if store is not None else None)
+    # (on Dask a succeeded row's run stays on its worker unless keep= says otherwise: nothing to pack here)
+    budget = config.keep_memory if opts.keep_packed and store is None and opts.executor is None else None
+    state.archive = RunArchive(opts.keep, opts.keep_limit, store.path if store is not None else None, budget=budget)
     progress = BatchProgress(flow.name, n)
     claim: BatchClaim | None = None
     try:

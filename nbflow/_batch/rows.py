@@ -95,6 +95,7 @@ class Options:
     keep: str = "failed"  # which rows keep their full run record: "failed" | "all" | "none" (nbflow/_batch/runs.py)
     keep_limit: int = KEEP_LIMIT
     keep_nodes: frozenset[str] | None = None  # keep=[node, ...]: every row's run, with these nodes' outputs only
+    keep_packed: bool = False  # keep= left out, no store: succeeded rows kept packed too (runs.py, config.keep_memory)
     experiment: str | None = None
     notes: str | None = None
     cooldown: float | None = None  # circuit breaker: pause new rows this long instead of stopping
@@ -164,9 +165,11 @@ async def run_rows(
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
     archive = state.archive
+    packing = archive is not None and archive.budget is not None  # succeeded rows packed (runs.py)
     if archive is not None:
         archive.register(prefix)
         archive.graph = graph
+        archive.outputs = frozenset(cases.outputs)
     trace_row = None
     if opts.trace is not None or config.trace is not None:  # off: not even an import
         from nbflow.otel import row_attacher
@@ -251,6 +254,8 @@ async def run_rows(
             on_disk = kept and group is not None and status == "succeeded"
             if archive is not None and kept and not on_disk:
                 archive.offer(run, status)
+            elif packing and status == "succeeded" and archive is not None:  # (no store here)
+                archive.keep_succeeded(run)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
                 # Nothing of the finished run stays alive across the wait for the commit (unless kept): objects

@@ -8,6 +8,15 @@ traceback, attempts, timings, skip reasons, map items) of the rows it says; paus
 paused ones (and a run the store could not take whole) stay in memory too: a succeeded row's run is read
 back from the store, as after a restart (its secret inputs redacted).
 
+Without ``store=`` and without ``keep=`` every row opens: failed and paused rows keep their full record
+(``keep="failed"``), and each succeeded row's run is kept **packed** (``RunArchive.packed``): one tuple per row
+holding its outputs by reference (an output the frame shows is the frame's own object), its inputs' values,
+its times packed in one ``bytes``; its nodes' recorded inputs are rebuilt from the outputs when opened (kept
+only where they differ), so a row costs a few hundred bytes beside what its nodes returned. The packed runs
+share a memory budget (``nbflow.config.keep_memory``, 64 MiB): a row past it is not kept, and ``unopenable``
+says so before anyone clicks it. A run the packed form cannot hold whole (an attempt with usage or calls, a
+skipped node, a retry) is kept as it is, at its estimated cost, within the same budget.
+
 The frame finds its runs without holding them in a column: ``frame.attrs["nbflow_runs"]`` is the
 batch's ``RunArchive``, a ``str`` subclass so that ``to_parquet`` (which writes attrs as JSON) keeps
 working: it writes the archive's id. pandas copies attrs with ``deepcopy`` on every operation; an
@@ -20,14 +29,18 @@ names it in ``attrs["store"]``.
 from __future__ import annotations
 
 import collections
+import itertools
+import operator
+import struct
 import uuid
 import weakref
+from sys import getsizeof
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import BatchError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import pandas as pd
 
@@ -38,6 +51,31 @@ __all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "FrameRuns", "RunArchive", "archive_of"
 
 KEEP_CHOICES = ("failed", "all", "none")
 KEEP_LIMIT = 10_000
+_SLOT = 48  # bytes a packed run adds to the archive's dict besides its own objects (estimate, CPython 3.11+)
+_RUN_BYTES = (1_024, 700)  # a whole run kept as it is: estimated bytes, fixed and per node (measured: ~3 KiB for 3)
+# What a finished batch row's run holds in its __dict__ when it is plain (anything else: kept whole, not packed).
+_PLAIN_RUN = frozenset(
+    {
+        "_ask_counts",
+        "_c",
+        "_flow",
+        "_nodes",
+        "_pause_requested",
+        "_resume_lock",
+        "_subscribers",
+        "_watchers",
+        "answers",
+        "finished_at",
+        "flow",
+        "graph",
+        "inputs",
+        "pending",
+        "run_id",
+        "saved",
+        "started_at",
+        "status",
+    }
+)
 
 # Archives by run-id prefix ("<prefix>-<row>"): weak, plus strong references to the most recent batches
 # so that a frame whose attrs were dropped (pd.concat of two batches) still finds its runs, held until the frame
@@ -50,10 +88,14 @@ _RECENT: collections.deque[RunArchive] = collections.deque(maxlen=8)
 class RunArchive(str):
     """The run records one batch kept, by run id; bounded by ``limit`` in memory. Its text is its id."""
 
-    def __new__(cls, policy: str, limit: int, store: str | None, findable: bool = True) -> RunArchive:
+    def __new__(
+        cls, policy: str, limit: int, store: str | None, findable: bool = True, budget: int | None = None
+    ) -> RunArchive:
         return super().__new__(cls, f"nbflow-runs-{uuid.uuid4().hex[:12]}")
 
-    def __init__(self, policy: str, limit: int, store: str | None, findable: bool = True) -> None:
+    def __init__(
+        self, policy: str, limit: int, store: str | None, findable: bool = True, budget: int | None = None
+    ) -> None:
         self.findable = findable  # False on a Dask worker: its runs travel back to the client's archive
         self.policy = policy
         self.limit = limit
@@ -63,6 +105,15 @@ class RunArchive(str):
         self.dropped = 0  # rows the policy wanted kept but the in-memory bound refused
         self._frame_token = 0  # which frame built from this batch is the latest (``held_by``)
         self.variants: dict[str, dict[str, Any]] = {}  # the grid's named variants, real values (a re-fed frame's)
+        # keep= left to its default without a store: succeeded rows' runs packed, within ``budget`` bytes
+        self.budget = budget
+        self.packed: dict[str, tuple[Any, ...]] = {}
+        self.used = 0  # bytes the succeeded rows' kept runs are estimated to take
+        self.over = 0  # succeeded rows not kept: the budget was spent
+        self.outputs: frozenset[str] = frozenset()  # the frame's output columns: their values are the frame's
+        self.flow: Any = None  # the batch's Flow: an unpacked run displays and resumes through it
+        self._shapes: dict[tuple[Any, ...], int] = {}  # (flow, node names, input names) -> its _Shape's number
+        self._shape_list: list[_Shape] = []
 
     def wants(self, status: str) -> bool:
         """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
@@ -75,12 +126,146 @@ class RunArchive(str):
         could not take whole stay in memory."""
         if not self.wants(status) or (stored and status == "succeeded"):
             self.runs.pop(run.run_id, None)  # a resumed row that now succeeded under keep="failed"
+            if self.budget is not None and status == "succeeded" and not stored:
+                self.keep_succeeded(run)
             return
         if run.run_id not in self.runs and len(self.runs) >= self.limit:
             self.dropped += 1
             return
         run._subscribers = []  # the batch's subscribers (progress, store) are done with it
         self.runs[run.run_id] = run
+
+    def keep_succeeded(self, run: Run) -> None:
+        """Keep a succeeded row's run packed (or whole, if the packed form cannot hold it) within the budget."""
+        budget = self.budget
+        assert budget is not None
+        if self.used >= budget:  # full (or 0): nothing more is packed
+            self.over += 1
+            return
+        c = run._c
+        entry = self._pack(run)
+        if entry is None:
+            cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
+        else:
+            shape = self._shape_list[entry[0]]
+            # (C loops: a value a frame column shows is the frame's own; an input counts a flat 32 bytes, a
+            # str one being the frame's own cell and a number about that; a container its items too)
+            cost = shape.bytes
+            inputs = run.inputs.values()
+            if not _CONTAINERS.isdisjoint(map(type, inputs)):
+                cost += sum(map(_size, inputs))
+            counted = shape.counted(c.output) if shape.counted is not None else ()
+            if counted:
+                cost += sum(map(getsizeof, counted))
+                if not _CONTAINERS.isdisjoint(map(type, counted)):
+                    cost += sum(map(_size, counted)) - sum(map(getsizeof, counted))
+            if entry[2] is not None:
+                cost += sum(map(_size, entry[2]))
+        if self.used + cost > budget or (entry is None and len(self.runs) >= self.limit):
+            self.over += 1
+            return
+        self.used += cost
+        if self.flow is None:
+            self.flow = run._flow
+        if entry is None:
+            run._subscribers = []
+            self.runs[run.run_id] = run
+        else:
+            self.packed[run.run_id] = entry
+
+    def _pack(self, run: Run) -> tuple[Any, ...] | None:
+        """``run`` as one tuple: ``(shape number, times, recorded inputs or None, *input values, *outputs)`` (no
+        object of its own that the collector must follow); None when it holds more than that (usage, calls,
+        retries, a skipped node, a question, ...)."""
+        c = run._c
+        names = c.names
+        n = len(names)
+        lean, done, run_done = _LEAN or _lean()
+        if (
+            run.status is not run_done
+            or c.status.count(done) != n
+            or c.attempts.count(lean) != n
+            or c.cold.count(None) != n
+            or None in c.inputs
+            or not _PLAIN_RUN.issuperset(run.__dict__)
+            or run.pending
+            or run.answers
+            or run.saved
+        ):
+            return None
+        inputs = run.inputs
+        key = (run.flow, names, tuple(inputs))
+        number = self._shapes.get(key)
+        if number is None:
+            number = self._shapes[key] = len(self._shape_list)
+            self._shape_list.append(_Shape(key, self.graph, self.outputs))
+        shape = self._shape_list[number]
+        try:
+            times = shape.times.pack(run.started_at, run.finished_at, *c.started, *c.finished)
+        except struct.error:  # a time not set
+            return None
+        output = c.output
+        recorded: list[Mapping[str, Any] | None] | None = None
+        for i in shape.verify:  # nodes whose recorded inputs may not be what the sources gave (see _Shape)
+            have: Any = c.inputs[i]  # (never None here: checked above)
+            deps = shape.deps[i]
+            same = deps is not None
+            if deps is not None:
+                k = 0
+                for param, j, src in deps:
+                    value = output[j] if j >= 0 else inputs.get(src, _ABSENT)
+                    if value is not _ABSENT:
+                        k += 1
+                        if have.get(param, _ABSENT) is not value:
+                            same = False
+                            break
+                same = same and k == len(have)
+            if not same:
+                if recorded is None:
+                    recorded = [None] * n
+                recorded[i] = have
+        return (number, times, None if recorded is None else tuple(recorded), *inputs.values(), *output)
+
+    def _unpack(self, run_id: str, entry: tuple[Any, ...]) -> Run:
+        """The run ``_pack`` packed, as it was (its nodes' recorded inputs rebuilt from their sources)."""
+        from nbflow._core.states import NodeStatus, RunStatus
+        from nbflow._record.run import Run
+
+        shape = self._shape_list[entry[0]]
+        times, recorded = entry[1], entry[2]
+        flow, names, keys = shape.key
+        n, k = len(names), len(keys)
+        inputs = dict(zip(keys, entry[3 : 3 + k], strict=True))
+        run = Run(flow, run_id, inputs, names)
+        t = shape.times.unpack(times)
+        run.started_at, run.finished_at = t[0], t[1]
+        c = run._c
+        c.status[:] = [NodeStatus.SUCCEEDED] * n
+        output = c.output
+        output[:] = entry[3 + k :]
+        c.started[:] = t[2 : 2 + n]
+        c.finished[:] = t[2 + n :]
+        c.attempts[:] = [_lean()[0]] * n
+        for i, deps in enumerate(shape.deps):
+            have = None if recorded is None else recorded[i]
+            if have is None and deps is not None:
+                have = {p: output[j] if j >= 0 else inputs[src] for p, j, src in deps if j >= 0 or src in inputs}
+            c.inputs[i] = have
+        run.status = RunStatus.SUCCEEDED
+        run.graph = self.graph
+        run._flow = self.flow
+        return run
+
+    def get(self, run_id: str) -> Run | None:
+        """The run kept in memory under ``run_id`` (whole or packed), or None."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            return run
+        entry = self.packed.get(run_id)
+        return None if entry is None else self._unpack(run_id, entry)
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self.runs or run_id in self.packed
 
     def register(self, prefix: str) -> None:
         if not self.findable:
@@ -103,7 +288,8 @@ class RunArchive(str):
 
     def __repr__(self) -> str:
         where = f", store={self.store!r}" if self.store else ""
-        return f"<RunArchive keep={self.policy!r}: {len(self.runs)} runs in memory{where}>"
+        packed = f", {len(self.packed)} packed" if self.budget is not None else ""
+        return f"<RunArchive keep={self.policy!r}: {len(self.runs)} runs in memory{packed}{where}>"
 
     def __reduce__(self) -> Any:
         # A pickled frame (to_pickle, Dask) carries the archive's id, not its runs: they stay in this
@@ -115,6 +301,83 @@ class RunArchive(str):
 
     def __eq__(self, other: object) -> bool:
         return str.__eq__(self, other)
+
+
+class _Shape:
+    """What the packed runs of one plan share: ``key`` (flow, node names, input names), the layout of their
+    times, their fixed size, which outputs are the frame's own (``own``), and how each node's recorded inputs
+    are rebuilt: ``(param, source node's index or -1, input name)`` per parameter, as the engine gathers
+    them (None: never rebuilt: a merge, or a node the graph does not know).
+
+    A packed run is a lean-path run (every attempt ``LEAN``), whose nodes were called with exactly what their
+    sources gave, except where a parameter's type check may hand back another object: those nodes (and
+    the unknown ones) are ``verify``-ed per row, and their recorded inputs kept where they differ.
+    ``tests/batch/test_every_row_opens.py`` opens packed runs against whole ones of the same rows."""
+
+    __slots__ = ("bytes", "counted", "deps", "key", "times", "verify")
+
+    def __init__(
+        self, key: tuple[str, tuple[str, ...], tuple[str, ...]], graph: Graph | None, outputs: frozenset[str]
+    ) -> None:
+        _, names, keys = key
+        n = len(names)
+        self.key = key
+        self.times = struct.Struct(f"{2 + 2 * n}d")
+        # the entry tuple, its times, and a slot of the archive's dict (outputs and input values: counted apart)
+        self.bytes = getsizeof((None,) * (3 + len(keys) + n)) + getsizeof(b"x" * self.times.size) + _SLOT
+        self.bytes += 32 * len(keys)  # the inputs' values, a flat estimate (see keep_succeeded)
+        counted = [i for i, name in enumerate(names) if name not in outputs]  # outputs no frame column holds
+        # (a getter of those outputs, as a tuple; None: none)
+        self.counted = None if not counted else operator.itemgetter(*counted) if len(counted) > 1 else _one(counted[0])
+        index = {name: i for i, name in enumerate(names)}
+        known = graph.nodes if graph is not None else {}
+        deps: list[tuple[tuple[str, int, str], ...] | None] = []
+        verify = []
+        for i, name in enumerate(names):
+            g = known.get(name)
+            if g is None or any(d.alternatives or (d.is_node and d.source not in index) for d in g.deps):
+                deps.append(None)
+                verify.append(i)
+                continue
+            deps.append(tuple((d.param, index[d.source] if d.is_node else -1, d.source) for d in g.deps))
+            if g.checks:
+                verify.append(i)
+        self.deps = tuple(deps)
+        self.verify = tuple(verify)
+
+
+_ABSENT = object()
+_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
+
+
+def _one(i: int) -> Callable[[list[Any]], tuple[Any]]:
+    return lambda values: (values[i],)
+
+
+_LEAN: tuple[Any, Any, Any] | None = None
+
+
+def _lean() -> tuple[Any, Any, Any]:
+    """(``LEAN``, ``NodeStatus.SUCCEEDED``, ``RunStatus.SUCCEEDED``), imported on first use (this module is
+    imported with pandas, before any run)."""
+    global _LEAN
+    if _LEAN is None:
+        from nbflow._core.states import NodeStatus, RunStatus
+        from nbflow._record.run import LEAN
+
+        _LEAN = (LEAN, NodeStatus.SUCCEEDED, RunStatus.SUCCEEDED)
+    return _LEAN
+
+
+def _size(value: Any) -> int:
+    """Estimated bytes of ``value``: its own size, and a container's items' own sizes (from up to 64 of them)."""
+    size = getsizeof(value, 64)
+    kind = type(value)
+    if kind in (list, tuple, set, frozenset, dict) and value:
+        sample = list(itertools.islice(value.items() if kind is dict else value, 64))
+        flat = itertools.chain.from_iterable(sample) if kind is dict else sample
+        size += sum(getsizeof(x, 64) for x in flat) * len(value) // len(sample)
+    return size
 
 
 def _release(archive: RunArchive, token: int) -> None:
@@ -142,7 +405,7 @@ def find_run(frame: pd.DataFrame, run_id: str) -> Run | None:
     if found is not None:
         candidates.append(found)
     for a in candidates:
-        run = a.runs.get(run_id)
+        run = a.get(run_id)
         if run is not None:
             return run
     for a in candidates:
@@ -170,11 +433,21 @@ def unopenable(frame: pd.DataFrame, run_id: Any, status: str) -> str | None:
             if frame.attrs.get("store")
             else "its run is not in this process (a new kernel, or a frame from a file)"
         )
-    if run_id in archive.runs or (archive.store and archive.wants(status)):
+    if archive.holds(run_id) or (archive.store and archive.wants(status)):
         return None
+    if archive.budget is not None and status == "succeeded":
+        return (
+            f"not kept: the batch's succeeded rows filled their memory budget (nbflow.config.keep_memory = "
+            f"{_mib(archive.budget)}); run the batch with store='runs.db' to open every row, or raise "
+            f"nbflow.config.keep_memory"
+        )
     if not archive.wants(status):
         return f"not kept (keep={archive.policy!r}); run the batch with keep='all' or store='runs.db'"
     return f"not kept in memory (at most {archive.limit} runs); run the batch with store='runs.db'"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
 def _from_store(store: str, run_id: str) -> Run | None:
@@ -221,6 +494,13 @@ class FrameRuns:
         if not isinstance(run_id, str):
             raise BatchError(f"row {i!r} has no run (status {row.get('status')!r}): it never started")
         run = find_run(self._frame, run_id)
+        if run is None and row.get("status") == "succeeded":
+            archive = archive_of(self._frame.attrs)
+            if archive is not None and archive.budget is not None:  # keep= left out, no store: the budget ran out
+                raise BatchError(
+                    f"the run of row {i!r} ({run_id}, status 'succeeded') was "
+                    f"{unopenable(self._frame, run_id, 'succeeded')}"
+                )
         if run is None:
             archive = self._frame.attrs.get("nbflow_runs")
             policy = archive.policy if isinstance(archive, RunArchive) else None
@@ -240,6 +520,18 @@ class FrameRuns:
                 f"with keep='all', or with store='runs.db' to keep every run on disk"
             )
         return run
+
+    def openable(self) -> pd.Series:
+        """True for each row whose run ``run(i)`` opens (kept in memory, packed, or in the batch's store), known
+        without opening it; False for a row that never started or whose run was not kept (``run(i)`` says why)."""
+        import pandas as pd
+
+        frame = self._frame
+        if "run_id" not in frame.columns:
+            self._row(None)  # the clear error
+        statuses = frame["status"].tolist() if "status" in frame.columns else [""] * len(frame)
+        can = [unopenable(frame, r, str(s)) is None for r, s in zip(frame["run_id"].tolist(), statuses, strict=True)]
+        return pd.Series(can, index=frame.index, name="openable", dtype=bool)
 
     def runs(self, mask: Any = None) -> list[Run]:
         """The runs of the rows ``mask`` selects (a boolean Series/array, labels, or all rows)."""

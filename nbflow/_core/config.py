@@ -26,6 +26,8 @@ class Config:
     each node's inputs before and after it runs and fail the node (``InputMutationError``) when it
     changed one in place (costs a hash of the inputs per node; on in nbflow's tests).
     ``process_workers``: how many worker processes ``executor="process"`` nodes share (None: one per core).
+    ``keep_memory``: bytes a batch without ``store=`` and without ``keep=`` may spend keeping its succeeded rows'
+    runs in memory, packed (64 MiB; 0: none kept); a row past it is marked as not openable (docs/batch.md).
     """
 
     show: bool = True
@@ -35,6 +37,7 @@ class Config:
     check_mutation: bool = False
     process_workers: int | None = None
     trace: Any = None
+    keep_memory: int = 64 * 2**20
 
     def __setattr__(self, name: str, value: Any) -> None:
         if (
@@ -53,6 +56,11 @@ class Config:
             raise ConfigError(
                 f"nbflow.config.redraw_interval must be a number of seconds in (0, 60], got {value!r} "
                 f"(e.g. 0.25: at most four redraws a second)"
+            )
+        if name == "keep_memory" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(
+                f"nbflow.config.keep_memory is the bytes a batch may spend keeping its succeeded rows' runs in "
+                f"memory, an int >= 0 (e.g. 256 * 2**20 for 256 MiB; 0: keep none); got {value!r}"
             )
         if name == "trace" and value is not None:
             value = check_trace(value, "nbflow.config.trace")

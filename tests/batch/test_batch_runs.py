@@ -47,8 +47,10 @@ def test_failed_rows_keep_their_run_by_default_and_open_from_the_frame() -> None
     assert "model refused" in tb and 'raise ValueError(f"model refused' in tb
     label = failed.index[1]
     assert df.nbflow.run(label).run_id == df.loc[label, "run_id"]  # by index label
+    assert df.nbflow.run(0)["score"] == df.loc[0, "score"]  # a succeeded row opens too by default (packed)
+    explicit = eval_flow().batch(CASES, keep="failed", progress=False)
     with pytest.raises(nf.BatchError, match=r"was not kept.*keep='failed'.*keep='all'"):
-        df.nbflow.run(0)  # a succeeded row: not kept under keep="failed"
+        explicit.nbflow.run(0)  # a succeeded row: not kept under an explicit keep="failed"
     assert df.nbflow.traceback(0) is None
     assert [r.run_id for r in df.nbflow.runs(df["status"] == "failed")] == list(failed["run_id"])
 

@@ -86,6 +86,12 @@ def test_nf_report_of_a_frame_with_secrets_keeps_them_out(tmp_path: Path) -> Non
         d["nodes"] for k, d in data["rows"]["0"].items() if k != "graph"
     )  # the failed row's kept run is in the file
     marks = {r["status"]: (r["__detail"], r["__kept"]) for r in rows}
+    assert marks == {"failed": (True, True), "succeeded": (True, True)}  # by default every row's run is kept
+    df = flow.batch(
+        [{"question": q, "api_key": nf.Secret("sk-TOPSECRET-123")} for q in ("a", "bad")], keep="failed", progress=False
+    )
+    rows = _data(nf.report(df, tmp_path / "failed.html"))["experiment"]["0"]["page"]["rows"]
+    marks = {r["status"]: (r["__detail"], r["__kept"]) for r in rows}
     assert marks == {"failed": (True, True), "succeeded": (True, False)}  # keep="failed": marked, its values open
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import nbflow as nf
-from nbflow._batch.explore import PAGE, query
+from nbflow._batch.explore import PAGE, query, snapshot_state
 from tests.helpers import widget_comm
 
 
@@ -32,9 +32,9 @@ def scored_flow() -> nf.Flow:
     return flow
 
 
-def batch_frame(n: int = 30) -> Any:
+def batch_frame(n: int = 30, **options: Any) -> Any:
     rows = [{"question": f"q{i}", "api_key": "sk-SECRET-123"} for i in range(n)]
-    return scored_flow().batch(rows, grid={"prompt": ["terse", "steps"]}, progress=False)
+    return scored_flow().batch(rows, grid={"prompt": ["terse", "steps"]}, progress=False, **options)
 
 
 def test_query_filters_sorts_pages_and_masks_secrets() -> None:
@@ -138,11 +138,23 @@ def test_a_paused_row_whose_options_quote_a_secret_shows_them_masked_and_a_click
 
 
 def test_rows_whose_run_cannot_be_opened_are_marked_before_a_click(tmp_path: Any) -> None:
-    df = batch_frame(10)  # no store: keep="failed"
-    rows = query(df, {})["rows"]
+    assert not any("__blocked" in r for r in query(batch_frame(10), {})["rows"])  # by default every row opens
+    rows = query(batch_frame(10, keep="failed"), {})["rows"]
     blocked = {r["status"]: r.get("__blocked") for r in rows}
     assert blocked["failed"] is None  # kept: it opens
     assert "keep='failed'" in blocked["succeeded"] and "store=" in blocked["succeeded"]
+    budget = nf.config.keep_memory
+    nf.config.keep_memory = 2_500  # a few packed runs, not twenty
+    try:
+        df = batch_frame(10)
+    finally:
+        nf.config.keep_memory = budget
+    rows = query(df, {})["rows"]
+    over = [r["__blocked"] for r in rows if "__blocked" in r]
+    assert over and all("keep_memory" in why and "store=" in why for why in over)
+    assert len(over) == (~df.nbflow.openable()).sum() < len(rows)
+    snapshot = snapshot_state(df)["rows"]  # the static snapshot (saved notebook, nbconvert) marks them too
+    assert sum("keep_memory" in r.get("__blocked", "") for r in snapshot) == len(over)
     stored = scored_flow().batch(
         [{"question": "q1", "api_key": "k"}], grid={"prompt": ["a"]}, store=tmp_path / "r.db", progress=False
     )
