@@ -507,6 +507,7 @@ class FakeKernel:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import IPython.display
 
+        import nbflow._flow.flow
         import nbflow._notebook
 
         self.shown: list[Any] = []
@@ -514,6 +515,8 @@ class FakeKernel:
         self.bundles: list[Any] = []
         self.count = 1
         monkeypatch.setattr(nbflow._notebook, "in_kernel", lambda: True)
+        nbflow._flow.flow._load_engine()  # a run asks the engine's in_kernel before importing the notebook layer
+        monkeypatch.setattr(nbflow._flow.flow, "in_kernel", lambda: True)
         monkeypatch.setattr(nbflow._notebook, "_execution_count", lambda: self.count)
         monkeypatch.setattr(IPython.display, "display", self.display)
 
