@@ -135,3 +135,52 @@ def test_a_worker_importing_a_module_that_defines_process_nodes_starts_no_pool_o
     run = module.flow.run(show=False)
     assert run.status is nf.RunStatus.SUCCEEDED, run.errors
     assert run["children"] == []  # no worker of a worker
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_script_ending_while_its_worker_still_imports_exits_at_once_and_leaves_no_worker(tmp_path: Path) -> None:
+    import subprocess
+
+    mark = tmp_path / "importing"
+    (tmp_path / "endless_import.py").write_text(
+        f"import os, time\nif os.environ.get('PARENT') != str(os.getpid()):\n"
+        f"    open({str(mark)!r}, 'w').write(str(os.getpid()))\n    time.sleep(120)\n"
+    )
+    script = textwrap.dedent(
+        f"""
+        import os, sys, time
+        os.environ["PARENT"] = str(os.getpid())
+        sys.path.insert(0, {str(tmp_path)!r})
+        import endless_import
+        import nbflow as nf
+
+        flow = nf.Flow("ends_early")
+
+        @flow.node(executor="process")
+        def fit(x: int) -> int:
+            return endless_import.__name__ and x
+
+        deadline = time.monotonic() + 60
+        while not os.path.exists({str(mark)!r}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        print("exiting", flush=True)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "exiting"
+    t = time.monotonic()
+    assert proc.wait(timeout=30) == 0
+    assert time.monotonic() - t < 10  # not held by the worker's import
+    pid = int(mark.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"worker {pid} outlived the script that started it"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
