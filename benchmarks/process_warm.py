@@ -24,8 +24,9 @@ and modes (rows):
     python benchmarks/process_warm.py [--repeat 3] [--loads 0,0.4,8] [--gap 3] [--rows 2000] [--json out.json]
 
 Prints first / median(later) for each shape, mode and upstream load (median of ``--repeat`` fresh
-interpreters, run interleaved), what the first call costs beyond the code's own first use (``direct``:
-first - later), and a one-line summary of nbflow's ratios. ``--rows 1000000`` makes the node a small fit
+interpreters, run interleaved), the same ratio of the CPU time of the work itself (measured where it
+runs: a loaded machine's scheduling noise left out), what the first call costs beyond the code's own first
+use (``direct``: first - later), and a one-line summary of nbflow's ratios. ``--rows 1000000`` makes the node a small fit
 (~0.2 s) rather than a few milliseconds of work.
 """
 
@@ -47,18 +48,20 @@ CHILD = textwrap.dedent(
 
     mode, load_s, gap, rows = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 
-    def work(n: int) -> float:
+    def work(n: int) -> float:  # the CPU seconds of the work itself, wherever it runs
+        t = time.process_time()
         frame = pd.DataFrame(np.arange(n * 3, dtype=float).reshape(n, 3))
-        return float(frame.describe().to_numpy().sum())
+        float(frame.describe().to_numpy().sum())
+        return time.process_time() - t
 
     if mode == "direct":  # the hand-written baseline: the function in this process
         time.sleep(gap)
-        times = []
+        times, cpu = [], []
         for _ in range(4):
             t = time.perf_counter()
-            work(rows)
+            cpu.append(work(rows))
             times.append(time.perf_counter() - t)
-        print(json.dumps(times))
+        print(json.dumps([times, cpu]))
         raise SystemExit
 
     import nbflow._flow.flow as flow_module
@@ -84,12 +87,13 @@ CHILD = textwrap.dedent(
         return work(load)
 
     time.sleep(gap)  # the notebook shape: the next cell runs the flow
-    times = []
+    times, cpu = [], []
     for _ in range(4):
         run = flow.run(n=rows, show=False)
         assert run.status == "succeeded", run.errors
         times.append(run.nodes["fit"].finished_at - run.nodes["load"].finished_at)  # wait + call, as a user waits
-    print(json.dumps(times))
+        cpu.append(run["fit"])
+    print(json.dumps([times, cpu]))
     """
 )
 
@@ -97,7 +101,8 @@ MODES = ("defined", "runstart", "none", "direct")
 LABELS = {"defined": "at definition (now)", "runstart": "at run start (s11)", "none": "no warm-up", "direct": "direct"}
 
 
-def measure(mode: str, load: float, gap: float, rows: int) -> list[float]:
+def measure(mode: str, load: float, gap: float, rows: int) -> list[list[float]]:
+    """[wall seconds of the 4 calls, CPU seconds of the work in them]."""
     out = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(load), str(gap), str(rows)],
         capture_output=True,
@@ -120,7 +125,7 @@ def main() -> None:
     modes = [m for m in args.modes.split(",") if m]
     shapes = [(f"script, {float(x):g} s upstream", float(x), 0.0) for x in args.loads.split(",") if x]
     shapes.append((f"notebook, run {args.gap:g} s after defining", 0.0, args.gap))
-    raw: dict[str, dict[str, list[list[float]]]] = {s: {m: [] for m in modes} for s, _, _ in shapes}
+    raw: dict[str, dict[str, list[list[list[float]]]]] = {s: {m: [] for m in modes} for s, _, _ in shapes}
     for _ in range(args.repeat):  # interleaved: a load spike hits every mode alike
         for shape, load, gap in shapes:
             for mode in modes:
@@ -133,28 +138,30 @@ def main() -> None:
     )
     summary = []
     ratios: dict[str, dict[str, float]] = {}
+
+    def first_later(runs: list[list[float]]) -> tuple[float, float, float]:
+        first = statistics.median(t[0] for t in runs)
+        later = statistics.median(statistics.median(t[1:]) for t in runs)
+        return first, later, statistics.median(t[0] / statistics.median(t[1:]) for t in runs)
+
     own = 0.0  # the code's own first-use cost (direct first - later): what a thread node pays too
     if raw[shapes[0][0]].get("direct"):
-        direct = raw[shapes[0][0]]["direct"]
-        own = statistics.median(t[0] for t in direct) - statistics.median(statistics.median(t[1:]) for t in direct)
+        first, later, _ = first_later([r[0] for r in raw[shapes[0][0]]["direct"]])
+        own = first - later
     for shape, _, _ in shapes:
         print(f"  {shape}")
         for mode in modes:
-            times = raw[shape][mode]
-            if not times:
+            if not raw[shape][mode]:
                 continue
-            first = statistics.median(t[0] for t in times)
-            later = statistics.median(statistics.median(t[1:]) for t in times)
-            ratio = statistics.median(t[0] / statistics.median(t[1:]) for t in times)
+            first, later, ratio = first_later([r[0] for r in raw[shape][mode]])
+            cpu_ratio = first_later([r[1] for r in raw[shape][mode]])[2]
             ratios.setdefault(shape, {})[mode] = ratio
             extra = (
-                ""
-                if mode == "direct"
-                else f"  extra over the code's own first use {(first - later - own) * 1000:8.1f} ms"
+                "" if mode == "direct" else f"  beyond the code's own first use {(first - later - own) * 1000:7.1f} ms"
             )
             print(
                 f"    {LABELS[mode]:20s} first {first * 1000:8.1f} ms  later {later * 1000:6.1f} ms  "
-                f"ratio {ratio:7.2f}x{extra}"
+                f"ratio {ratio:7.2f}x  (the work's CPU time: {cpu_ratio:.2f}x){extra}"
             )
             if mode == "defined":
                 summary.append(f"{shape}: {ratio:.2f}x")

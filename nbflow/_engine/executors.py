@@ -212,6 +212,11 @@ class _Worker:
                 continue
             if self.call(cloudpickle.dumps((importlib.import_module, {"name": name}, None))) is None:
                 return False
+            if name == "threadpoolctl":  # also find the BLAS/OpenMP libraries, as each call's thread budget does
+                from threadpoolctl import threadpool_info
+
+                if self.call(cloudpickle.dumps((threadpool_info, {}, None))) is None:
+                    return False
             self.imported.add(name)  # (a module that failed to import there is not tried again)
         return True
 
