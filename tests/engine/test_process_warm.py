@@ -184,3 +184,26 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_timeout_while_the_worker_still_imports_stops_the_node_at_once_and_the_next_run_uses_that_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    process_pool.shutdown()
+    mark = _slow_module(tmp_path, "slow_timeout_module")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    slow = importlib.import_module("slow_timeout_module")
+    flow = nf.Flow("warm_timeout")
+
+    @flow.node(executor="process", timeout=1.0)
+    def fit(x: int) -> tuple[int, int]:
+        return slow.double(x), os.getpid()
+
+    t = time.monotonic()
+    run = flow.run(x=1, show=False)  # at once: the worker started at the definition is still importing
+    assert time.monotonic() - t < SLOW - 1.0
+    assert run.nodes["fit"].status is nf.NodeStatus.FAILED and "timeout" in str(run.nodes["fit"].error).lower()
+    assert _wait_for(mark)
+    again = flow.run(x=2, show=False)
+    assert again.status is nf.RunStatus.SUCCEEDED, again.errors
+    assert again["fit"] == (4, int(mark.read_text().split()[0]))  # the worker it waited for, kept
