@@ -5,8 +5,10 @@ a cancel or a timeout returns at once while the function goes on burning a core.
 happens this module says so at once (``NodeStillRunningWarning``, naming the node and the fix).
 
 A process node runs in a pooled worker process (``nbflow/_engine/worker.py``), its function
-and inputs sent with cloudpickle (notebook-defined functions travel by value, as with Dask). A
-cancel, an interrupt or a timeout kills the worker: the work stops for real. CPU-bound batch rows
+and inputs sent with cloudpickle (notebook-defined functions travel by value, as with Dask). Workers
+start ahead, importing what the nodes' code imports: when a process node is defined (``warm_defined``)
+and when a run starts (``warm_pool``). A cancel, an interrupt or a timeout kills the worker: the work
+stops for real. CPU-bound batch rows
 of process nodes run in parallel on every core (the pool has one worker per core:
 ``nf.config.process_workers``).
 

@@ -20,8 +20,11 @@ pytest.importorskip("cloudpickle")
 SLOW = 4.0  # seconds a worker spends importing the node's module (scikit-learn, torch, ... in real life)
 
 
-def _slow_module(tmp_path: Path, name: str) -> Path:
-    """A module whose import takes SLOW seconds in any process but this one, noting the importing pid."""
+def _slow_module(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh pool, and an importable module whose import takes SLOW seconds in any process but this one,
+    noting the importing pid in the file returned."""
+    process_pool.shutdown()  # no worker left by another test
+    monkeypatch.syspath_prepend(str(tmp_path))
     mark = tmp_path / f"{name}.imported"
     (tmp_path / f"{name}.py").write_text(
         textwrap.dedent(
@@ -50,11 +53,8 @@ def _wait_for(path: Path, seconds: float = 60) -> bool:
 def test_defining_a_process_node_starts_its_worker_and_imports_its_modules_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    process_pool.shutdown()  # no worker left by another test
-    mark = _slow_module(tmp_path, "slow_fit_module")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    slow = importlib.import_module("slow_fit_module")
-    flow = nf.Flow("warm_at_definition")
+    mark = _slow_module(tmp_path, "slow_fit_module", monkeypatch)
+    flow, slow = nf.Flow("warm_at_definition"), importlib.import_module("slow_fit_module")
 
     @flow.node
     def data(x: int) -> int:
@@ -83,9 +83,7 @@ def test_defining_a_process_node_starts_its_worker_and_imports_its_modules_there
 def test_a_module_imported_after_the_definition_is_imported_in_the_waiting_worker_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    process_pool.shutdown()
-    mark = _slow_module(tmp_path, "late_module")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    mark = _slow_module(tmp_path, "late_module", monkeypatch)
     flow = nf.Flow("warm_top_up")
     holder: dict[str, object] = {}
 
@@ -189,11 +187,9 @@ def _alive(pid: int) -> bool:
 def test_a_timeout_while_the_worker_still_imports_stops_the_node_at_once_and_the_next_run_uses_that_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    process_pool.shutdown()
-    mark = _slow_module(tmp_path, "slow_timeout_module")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    slow = importlib.import_module("slow_timeout_module")
+    mark = _slow_module(tmp_path, "slow_timeout_module", monkeypatch)
     flow = nf.Flow("warm_timeout")
+    slow = importlib.import_module("slow_timeout_module")
 
     @flow.node(executor="process", timeout=1.0)
     def fit(x: int) -> tuple[int, int]:
