@@ -203,3 +203,38 @@ def test_a_timeout_while_the_worker_still_imports_stops_the_node_at_once_and_the
     again = flow.run(x=2, show=False)
     assert again.status is nf.RunStatus.SUCCEEDED, again.errors
     assert again["fit"] == (4, int(mark.read_text().split()[0]))  # the worker it waited for, kept
+
+
+def _import_from(folder: str, name: str) -> str:
+    sys.path.insert(0, folder)
+    return importlib.import_module(name).__name__
+
+
+def _children() -> list[int]:
+    import glob
+
+    kids: list[int] = []
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        kids += [int(pid) for pid in Path(path).read_text().split()]
+    return kids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_dask_worker_importing_a_module_that_defines_process_nodes_starts_no_pool(tmp_path: Path) -> None:
+    import logging
+
+    distributed = pytest.importorskip("distributed")
+    (tmp_path / "flow_on_dask.py").write_text(FLOW_MODULE.replace("nested_guard", "on_dask"))
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+    )
+    client = distributed.Client(cluster)
+    try:
+        before = next(iter(client.run(_children).values()))
+        client.run(_import_from, str(tmp_path), "flow_on_dask")  # defines a flow with a process node there
+        time.sleep(3.0)  # long enough for a pool started by that definition to show
+        after = next(iter(client.run(_children).values()))
+        assert after == before, (before, after)  # the Dask worker is the process: no pool beside it
+    finally:
+        client.close()
+        cluster.close()
