@@ -5,8 +5,10 @@ a cancel or a timeout returns at once while the function goes on burning a core.
 happens this module says so at once (``NodeStillRunningWarning``, naming the node and the fix).
 
 A process node runs in a pooled worker process (``nbflow/_engine/worker.py``), its function
-and inputs sent with cloudpickle (notebook-defined functions travel by value, as with Dask). A
-cancel, an interrupt or a timeout kills the worker: the work stops for real. CPU-bound batch rows
+and inputs sent with cloudpickle (notebook-defined functions travel by value, as with Dask). Workers
+start ahead, importing what the nodes' code imports: when a process node is defined (``warm_defined``)
+and when a run starts (``warm_pool``). A cancel, an interrupt or a timeout kills the worker: the work
+stops for real. CPU-bound batch rows
 of process nodes run in parallel on every core (the pool has one worker per core:
 ``nf.config.process_workers``).
 
@@ -45,6 +47,7 @@ __all__ = [
     "on_dask_worker",
     "process_pool",
     "thread_budget",
+    "warm_defined",
     "warm_pool",
 ]
 
@@ -167,7 +170,7 @@ def warn_still_running(node: str) -> None:
 # cost a worker ~1 s; the worker needs only the stdlib and cloudpickle.
 _BOOT = (
     "import sys, importlib.util as u; s = u.spec_from_file_location('_nbflow_worker', sys.argv[1]); "
-    "m = u.module_from_spec(s); s.loader.exec_module(m); m.main()"
+    "m = sys.modules[s.name] = u.module_from_spec(s); s.loader.exec_module(m); m.main()"
 )
 
 
@@ -184,6 +187,7 @@ class _Worker:
             cwd=os.getcwd(),
         )
         self.pid = self.proc.pid
+        self.imported: set[str] = set()  # the modules ``preload`` imported here
 
     def call(self, payload: bytes) -> bytes | None:
         """Send one call and wait for its reply (None: the worker died or was killed)."""
@@ -206,8 +210,16 @@ class _Worker:
         import cloudpickle
 
         for name in modules:
+            if name in self.imported:
+                continue
             if self.call(cloudpickle.dumps((importlib.import_module, {"name": name}, None))) is None:
                 return False
+            if name == "threadpoolctl":  # also find the BLAS/OpenMP libraries, as each call's thread budget does
+                from threadpoolctl import threadpool_info
+
+                if self.call(cloudpickle.dumps((threadpool_info, {}, None))) is None:
+                    return False
+            self.imported.add(name)  # (a module that failed to import there is not tried again)
         return True
 
     def kill(self) -> None:
@@ -238,7 +250,9 @@ class ProcessPool:
         self.started = 0
         self.killed: list[int] = []  # pids of workers killed by a cancel/interrupt/timeout (last 100)
         self.warming = 0  # workers being started ahead of the calls (``warm``): a call waits for one
+        self.reserved = 0  # calls waiting for one of those
         self.preloaded: dict[str, None] = {}  # modules every warmed worker imports before its first call
+        self._starting: list[_Worker] = []  # workers importing ``preloaded``: killed at exit too
 
     @property
     def size(self) -> int:
@@ -250,62 +264,94 @@ class ProcessPool:
         with self._lock:
             return [w.pid for w in self._idle]
 
-    def _take(self) -> tuple[bool, _Worker | None]:
+    def _take(self, reserved: bool) -> tuple[str, _Worker | None]:
+        """("idle", a worker) · ("cold", None): start one · ("full", None): every worker busy, wait ·
+        ("warm", None): wait for one being started (``reserved``: this call waits for one already)."""
         with self._lock:
             if self.busy >= self.size:
-                return False, None
+                return "full", None
             while self._idle:
                 worker = self._idle.pop()
                 if worker.proc.poll() is None:
                     self.busy += 1
-                    return True, worker
-            if self.warming:  # a warm worker is on its way: wait for it (a cold one would cost as much)
-                return False, None
+                    if reserved:
+                        self.reserved -= 1
+                    return "idle", worker
+            # A warm worker is on its way: wait for it (a cold one would cost as much), one call per worker
+            # being started; the others (a batch's first rows) start their own at once.
+            if self.warming >= self.reserved + (not reserved):
+                self.reserved += not reserved
+                return "warm", None
+            if reserved:
+                self.reserved -= 1
             self.busy += 1
-            return True, None
+            return "cold", None
 
     def warm(self, modules: list[str], n: int) -> None:
         """Start up to ``n`` workers ahead of the calls, in a background thread, each importing ``modules``
-        first, so that a process node's first call costs what a later one does (docs/engine.md)."""
+        first, so that a process node's first call costs what a later one does (docs/data_pipelines.md).
+        Idle workers started before some of ``modules`` were known import them too."""
         with self._lock:
+            if not self.preloaded:  # every call sets its thread budget with threadpoolctl: imported ahead too
+                import importlib.util
+
+                self.preloaded = {"threadpoolctl": None} if importlib.util.find_spec("threadpoolctl") else {}
             for m in modules:
                 self.preloaded.setdefault(m)
-            have = len(self._idle) + self.warming
-            n = min(n - have, self.size - self.busy - have)
-            if n <= 0:
+            want = set(self.preloaded)
+            stale = [w for w in self._idle if not want <= w.imported]
+            self._idle = [w for w in self._idle if w not in stale]
+            have = len(self._idle) + len(stale) + self.warming
+            n = max(0, min(n - have, self.size - self.busy - have))
+            if not n and not stale:
                 return
-            self.warming += n
-        threading.Thread(target=self._start_warm, args=(n,), name="nbflow-warm-workers", daemon=True).start()
+            self.warming += n + len(stale)  # a call waits for these rather than starting a cold one
+        threading.Thread(target=self._start_warm, args=(n, stale), name="nbflow-warm-workers", daemon=True).start()
 
-    def _start_warm(self, n: int) -> None:
-        for _ in range(n):
-            worker: _Worker | None = None
+    def _start_warm(self, n: int, stale: list[_Worker]) -> None:
+        for worker in [*stale, *[None] * n]:
+            ready = False
             try:
-                worker = _Worker()
-                if not worker.preload(list(self.preloaded)):
-                    worker.kill()
-                    worker = None
+                if worker is None:
+                    worker = _Worker()
+                    self.started += 1
+                with self._lock:
+                    self._starting.append(worker)
+                    modules = list(self.preloaded)
+                ready = worker.preload(modules)
             except Exception:  # could not start one: the call starts its own, as without warm-up
-                worker = None
+                pass
             with self._lock:
                 self.warming -= 1
-                if worker is not None:
-                    self.started += 1
-                    self._idle.append(worker)
+                if worker is not None and worker in self._starting:  # (not stopped by ``shutdown``)
+                    self._starting.remove(worker)
+                    if ready:
+                        self._idle.append(worker)
+                        continue
+            if worker is not None:
+                worker.kill()
 
     async def acquire(self) -> tuple[_Worker, float]:
-        """A worker for one call, and how long the call waited for one (every worker busy: the queue)."""
+        """A worker for one call, and how long the call waited for one (every worker busy: the queue; or
+        for one being started ahead, which a cold start would not have been quicker than)."""
         delay = 0.002
-        waited_since = None
-        while True:
-            ok, worker = self._take()
-            if ok:
-                break
-            if waited_since is None:
-                waited_since = time.monotonic()
-            await anyio.sleep(delay)  # every worker busy: wait (loop-agnostic, batches share the pool)
-            delay = min(delay * 2, 0.02)
-        waited = 0.0 if waited_since is None else time.monotonic() - waited_since
+        waited = 0.0
+        reserved = False
+        try:
+            while True:
+                how, worker = self._take(reserved)
+                if how in ("idle", "cold"):
+                    reserved = False
+                    break
+                reserved = reserved or how == "warm"
+                since = time.monotonic()
+                await anyio.sleep(delay)  # wait (loop-agnostic, batches share the pool)
+                waited += time.monotonic() - since
+                delay = min(delay * 2, 0.02)
+        finally:
+            if reserved:  # cancelled while waiting for a warm worker
+                with self._lock:
+                    self.reserved -= 1
         if worker is None:
             try:
                 worker = _Worker()
@@ -327,7 +373,7 @@ class ProcessPool:
     def shutdown(self) -> None:
         """Stop the idle workers (busy ones stop when their call ends). Run at exit."""
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle, self._idle, self._starting = [*self._idle, *self._starting], [], []
         for w in idle:
             w.kill()
 
@@ -363,7 +409,7 @@ async def call_in_process(g: GNode, kwargs: dict[str, Any]) -> Any:
         # (a batch's first row would otherwise get every core's threads while the others start beside it).
         await anyio.lowlevel.checkpoint()
         keep = False
-        threads = max(1, cores() // max(1, pool.busy))
+        threads = max(1, cores() // max(1, pool.busy + pool.reserved))  # (+ the calls about to get a warm one)
         try:
             payload = cloudpickle.dumps((g.spec.func, kwargs, threads))
         except Exception as exc:
@@ -421,13 +467,29 @@ def warm_pool(graph: Any, calls: int) -> None:
         process_pool.warm(modules, min(calls, count))
 
 
+def warm_defined(funcs: list[Any]) -> None:
+    """Process nodes of ``funcs`` were defined: start a worker for each now (up to the pool's size), importing
+    what their code imports, so that it is warm when the first run reaches them (a notebook runs the flow in a
+    later cell; a script or the CLI goes on to read its data). Called in a background thread: never blocks
+    the definition. Not in a process that cannot own a pool: a Dask worker (its nodes run in its threads),
+    a nbflow worker or a multiprocessing child importing the flow's module (that would nest pools)."""
+    if on_dask_worker() or "_nbflow_worker" in sys.modules:
+        return
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.parent_process() is not None:
+        return
+    process_pool.warm(_modules_of(funcs), len(funcs))
+
+
 def _modules_of(funcs: list[Any]) -> list[str]:
-    """The importable modules a function's code refers to (its own, and its globals': ``sklearn.ensemble``)."""
+    """The importable modules a function's code refers to (its own, and its globals' and closure's:
+    ``sklearn.ensemble``)."""
     import types
 
     names: dict[str, None] = {}
     for func in funcs:
-        refs = [func, *getattr(func, "__globals__", {}).values()]
+        cells = [c.cell_contents for c in getattr(func, "__closure__", None) or () if _filled(c)]
+        refs = [func, *getattr(func, "__globals__", {}).values(), *cells]
         for ref in refs:
             name = ref.__name__ if isinstance(ref, types.ModuleType) else getattr(ref, "__module__", None)
             if not isinstance(name, str) or name in ("__main__", "builtins") or name.startswith("nbflow"):
@@ -439,6 +501,13 @@ def _modules_of(funcs: list[Any]) -> list[str]:
             if module is not None and getattr(module, "__file__", None):
                 names.setdefault(name)
     return list(names)
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not _filled  # (any value: the cell is filled)
+    except ValueError:  # a closure variable not assigned yet
+        return False
 
 
 async def call_on_cluster(g: GNode, kwargs: dict[str, Any], client: Any) -> Any:

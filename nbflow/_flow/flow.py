@@ -456,12 +456,26 @@ class Flow:
             spec = _options.with_options(spec, options)
         again = self._specs.pop(spec.name, None) is not None  # a redefinition moves to the end, like a cell re-run
         self._specs[spec.name] = spec
+        if options.get("executor") == "process" and "dask_client" not in options:
+            self._warm_workers()
         if not isinstance(func, Flow):
             note_declared(self, spec, func)  # a cell re-run with the function renamed: warn (renames.py)
         if outputs is not None:
             self._add_fields(spec, outputs)
         self._changed(spec.name if again and outputs is None else None)
         return spec
+
+    def _warm_workers(self) -> None:
+        """A process node was defined: its worker starts now, in the background (its start and imports take
+        seconds), so the first run finds it warm. The engine is imported there too: the cell is not held."""
+        import threading
+
+        funcs = [
+            s.func
+            for s in self._specs.values()
+            if s.options.get("executor") == "process" and "dask_client" not in s.options
+        ]
+        threading.Thread(target=_warm_defined, args=(funcs,), name="nbflow-warm-workers", daemon=True).start()
 
     # --- resources (long-lived objects: SDK clients, pools) -------------------------------------
     @overload
@@ -1161,6 +1175,15 @@ def _check_store(store: object, where: str) -> None:
             f"{where}: store= is the SQLite file runs are checkpointed to (store='runs.db'), got {store!r} "
             f"({type(store).__name__})"
         )
+
+
+def _warm_defined(funcs: list[Callable[..., Any]]) -> None:
+    from nbflow._engine.executors import warm_defined
+
+    try:
+        warm_defined(funcs)
+    except Exception:  # a worker that cannot start now: the first call starts one and says why
+        pass
 
 
 def _flow_executor(default: str | None, spec: NodeSpec, thread: bool | None) -> str | None:
