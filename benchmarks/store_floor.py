@@ -42,7 +42,7 @@ def stored(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     db = sqlite3.connect(path)
     try:
         rows = db.execute(
-            "SELECT rowid, batch_id, case_key, row_index, run_id, status, finished_at, fingerprint, data "
+            "SELECT rowid, batch_id, case_key, row_index, run_id, status, finished_at, fingerprint, data, lineage "
             "FROM batch_rows ORDER BY rowid"
         ).fetchall()
         has_runs = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoint_runs'").fetchone()

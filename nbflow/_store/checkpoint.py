@@ -1006,6 +1006,13 @@ class CheckpointStore:
 
     def load(self, run_id: str, *, secrets: dict[str, Any] | None = None, allow_pickle: bool = False) -> Run:
         """The stored run ``run_id``; pickled parts without a valid tag of your key need ``allow_pickle``."""
+        if not isinstance(run_id, str):
+            hint = (
+                f" (run_ids() gives (run_id, flow, status) tuples: pass {run_id[0]!r})"
+                if isinstance(run_id, tuple) and run_id and isinstance(run_id[0], str)
+                else ""
+            )
+            raise StoreError(f"store {str(self.path)!r}: run_id is the run's id, a str; got {run_id!r}{hint}")
         try:
             run = self._load(run_id, secrets, allow_pickle)
         except UntrustedData as exc:

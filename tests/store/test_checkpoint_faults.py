@@ -131,3 +131,18 @@ def test_a_run_running_in_a_live_process_is_not_taken_over(tmp_path: Path) -> No
     flow.run(store=db, show=False)
     assert seen["status"] is nf.RunStatus.RUNNING
     assert "RUNNING" in str(seen["error"])
+
+
+def test_a_run_id_given_as_the_tuple_run_ids_lists_is_refused_naming_the_id_to_pass(tmp_path: Path) -> None:
+    flow = nf.Flow("ids")
+
+    @flow.node
+    def one(x: int) -> int:
+        return x
+
+    path = str(tmp_path / "runs.db")
+    run = flow.run(x=1, store=path, show=False)
+    (listed,) = nf.CheckpointStore(path).run_ids()
+    with pytest.raises(nf.StoreError, match=rf"run_id is the run's id, a str.*pass '{run.run_id}'"):
+        nf.load_run(path, listed)  # type: ignore[arg-type]
+    assert nf.load_run(path, listed[0])["one"] == 1
