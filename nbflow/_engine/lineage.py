@@ -193,19 +193,25 @@ def _lineage_of(run: Run) -> dict[str, Any]:
     redact = Redactor.for_inputs(run._root.inputs)
     outputs: dict[str, str | None] = {}
     nodes: dict[str, Any] = {}
-    for name in run.nodes:
-        rec = run.nodes[name]
-        g = graph.nodes.get(name)
-        if g is None or rec.status is NodeStatus.PENDING:
+    # The run's node columns are read directly (``run.nodes`` would make a record view per node: a batch row
+    # writing its lineage pays for every one).
+    c = run._c
+    statuses, outs, cold = c.status, c.output, c.cold
+    for i, name in enumerate(c.names):
+        status = statuses[i]
+        if status is NodeStatus.PENDING or name not in graph.nodes:
             continue
-        if rec.status is NodeStatus.SUCCEEDED:
-            cached = rec._cache_id
+        if status is NodeStatus.SUCCEEDED:
+            extra = cold[i]
+            cached = None if extra is None else extra.get("_cache_id")
             if isinstance(cached, str):
                 outputs[name] = cached
             else:
-                version = outputs[name] = _version(rec.output)
+                version = outputs[name] = _version(outs[i])
                 if version is not None:  # the cache's own rule: a store writing the output digests it no more
-                    rec._cache_id = version
+                    if extra is None:
+                        extra = cold[i] = {}
+                    extra["_cache_id"] = version  # (the record's ``_cache_id``)
         params = node_inputs(graph, name, run.inputs, outputs, redact)
         nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
     return {"env": environment(graph), "nodes": nodes}
