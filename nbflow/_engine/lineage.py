@@ -272,10 +272,8 @@ def node_inputs(
 def row_lineage(run: Run) -> str | None:
     """A finished batch row's lineage as its stored row keeps it when its run is not kept
     (``nbflow._record.lineage.compact``, JSON, redacted); None for a run without its graph."""
-    import json
-
     from nbflow._core.secrets import gate
-    from nbflow._record.lineage import compact
+    from nbflow._record.lineage import compact, lineage_json
 
     if run.graph is None:
         return None
@@ -283,5 +281,5 @@ def row_lineage(run: Run) -> str | None:
         data = compact(lineage_of(run))
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
-    text = Redactor.for_inputs(run._root.inputs)(json.dumps(data, default=repr, separators=(",", ":")))
+    text = Redactor.for_inputs(run._root.inputs)(lineage_json(data))
     return str(gate(text))

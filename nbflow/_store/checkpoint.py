@@ -52,16 +52,15 @@ from nbflow._core.events import (
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Redactor, is_secret_name, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
+from nbflow._record.lineage import lineage_json
 from nbflow._record.run import LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
 from nbflow._store.pickling import (
-    _ORJSON,
     StoredError,
     UntrustedData,
     core_bytes,
     dumps,
-    load_orjson,
     peek,
     pickled,
     sign_pickle,
@@ -437,24 +436,7 @@ def _lineage_text(run: Run, red: Redactor) -> str | None:
         data = run._lineage = run._flow._lineage_of(run)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
-    return red(_lineage_json(data))
-
-
-_json_text = json.JSONEncoder(default=repr).encode  # (json.dumps(data, default=repr) builds one per call)
-
-
-def _lineage_json(data: Any) -> str:
-    """``json.dumps(data, default=repr)`` as ``json.loads`` reads it back, written by orjson (measured ~20x faster
-    on a lineage's kilobyte: most of what storing it cost). A lineage holds texts, digests and flags, no numbers
-    (a NaN would be written null); what orjson refuses (an int beyond 64 bits, a key that is not a str) goes to
-    the standard encoder."""
-    fast = _ORJSON[0] if _ORJSON else load_orjson()
-    if fast is not None:
-        try:
-            return fast(data, default=repr).decode()
-        except TypeError:  # orjson.JSONEncodeError
-            pass
-    return _json_text(data)
+    return red(lineage_json(data))
 
 
 _STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
