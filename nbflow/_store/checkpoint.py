@@ -53,7 +53,7 @@ from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Redactor, is_secret_name, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
 from nbflow._record.lineage import lineage_json
-from nbflow._record.run import LEAN, NodeRecord, Run
+from nbflow._record.run import DROPPED, LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
 from nbflow._store.pickling import (
@@ -279,7 +279,11 @@ def _node_params(
     are not small go there, the record holds their keys (``detail["refs"]`` names such inputs)."""
     output = None
     if rec.status is NodeStatus.SUCCEEDED:
-        output = shared_value(shared, run.run_id, rec.output, partial(dump, rec.name), rec._cache_id)
+        value = rec.output
+        if value is DROPPED:  # (its ``_cache_id`` names the value it was: never a reference to a stored one)
+            output = dump(rec.name, value)
+        else:
+            output = shared_value(shared, run.run_id, value, partial(dump, rec.name), rec._cache_id)
     state = None
     if rec.items is not None or rec.iterations is not None or rec.subrun is not None:
         extra = {"items": rec.items, "iterations": rec.iterations, "subrun": rec.subrun, "capped": rec.capped}

@@ -315,3 +315,30 @@ def test_a_record_whose_inputs_cannot_be_stored_still_reads_back(tmp_path: Path)
     back = nf.load_run(db, frame.loc[0, "run_id"])
     pd.testing.assert_frame_equal(back["raw"], pd.DataFrame({"a": range(5_000)}))
     assert back["use"] == 5_000 and back.nodes["use"].inputs == {}  # its inputs left out together
+
+
+def test_a_dropped_output_equal_to_a_kept_value_stays_dropped_when_read_back(tmp_path: Path) -> None:
+    # keep=[node] keeps a dropped output's data version for its lineage; a stored value with the same content
+    # (here the kept `raw`) must not be read back as the dropped output
+    flow = nf.Flow("drop_same")
+
+    @flow.node
+    def raw(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"a": range(n), "b": [str(i) for i in range(n)]})
+
+    @flow.node
+    def same(raw: pd.DataFrame) -> pd.DataFrame:
+        return raw.copy()
+
+    @flow.node
+    def total(same: pd.DataFrame) -> int:
+        return int(same["a"].sum())
+
+    db = tmp_path / "runs.db"
+    frame = flow.batch([{"n": 5000}, {"n": 5000}], store=db, keep=["raw"], progress=False)
+    run = nf.load_run(db, frame.loc[0, "run_id"])
+    assert run["raw"].shape == (5000, 2) and run["total"] == sum(range(5000))
+    with pytest.raises(nf.NodeOutputError, match="dropped"):
+        run["same"]
+    versions = run.lineage("same").set_index("node")["output_version"]
+    assert versions["same"] == versions["raw"]  # its lineage still names the value it was (equal to raw)
