@@ -540,7 +540,9 @@ class _Scheduler:
 
     # --- running ---------------------------------------------------------------------------------
     async def worker(self, i: int, where: WorkerContext) -> None:
-        """Run node ``i``, then keep taking ready nodes; extra ready nodes get workers of their own."""
+        """A policy run's worker task: run node ``i``, then keep taking ready nodes; extra ready nodes get workers
+        of their own. (A plain run's worker task is ``plain_loop(..., spawned=True)``, which keeps these books
+        itself: one coroutine less a branch.)"""
         CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node, of where.run
         try:
             await self.node_loop(i, where)
@@ -570,7 +572,9 @@ class _Scheduler:
         A lean node (lean.py) is run here, written out: the worker calls it, drives its coroutine
         and writes the run's columns itself. This loop is the engine's hot path: every name it
         uses per node is a local, and what is rare (events, waits, failures) is a call away.
-        ``breath`` and ``epoch``: the clocks as ``execute`` just read them (None: read them here).
+        ``breath`` and ``epoch``: the clocks as ``execute`` or ``pump`` just read them (None: read them here).
+        ``spawned``: this coroutine is a worker task of its own (``pump``), which registers itself (``ACTIVE``,
+        ``CURRENT_NODE``) and, when it ends, leaves the run's books as ``worker`` does.
         """
         gnodes, deps, down, simple, one, many, args_by_position, returns, returns_as_is = self.prog.hot
         bad = self.bad
