@@ -18,6 +18,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
+from functools import partial
 from operator import itemgetter
 from types import CoroutineType, FunctionType
 from typing import Any
@@ -188,6 +189,23 @@ class _Program:
             and self.waiting == [0] + [1] * (n - 1)
             and self.down == [(i + 1,) for i in range(n - 1)] + [()]
         )
+
+
+if sys.version_info >= (3, 12):
+
+    def _task_maker(loop: asyncio.AbstractEventLoop) -> Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]:
+        """How ``pump`` makes a worker's task: on the loop's default task factory, started eagerly (its first step
+        runs right away, as ``asyncio.eager_task_factory`` does): a fan-out's branch then starts its wait as its
+        task is made, with no loop turn and no handle of its own in between."""
+        if loop.get_task_factory() is None:
+            return partial(asyncio.Task, loop=loop, eager_start=True)
+        return loop.create_task
+
+else:
+
+    def _task_maker(loop: asyncio.AbstractEventLoop) -> Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]:
+        """How ``pump`` makes a worker's task (no eager start before Python 3.12)."""
+        return loop.create_task
 
 
 def _positional(func: Any, params: tuple[str, ...]) -> bool:
@@ -493,20 +511,38 @@ class _Scheduler:
         ready = self.ready
         if not ready or self.in_flight >= self.cap:
             return
-        create_task = asyncio.get_running_loop().create_task  # (once: a fan-out pumps hundreds of workers)
-        worker = self.worker
         run = self.run
         tasks = self.tasks
-        while ready and self.in_flight < self.cap:
-            self.in_flight += 1
-            where = WorkerContext(run)  # for nf.ask() and nf.usage(): which node this task runs
-            task = where.task = create_task(worker(ready.popleft(), where))
-            ACTIVE[task] = where
-            tasks.add(task)
+        if self.special:
+            create_task = asyncio.get_running_loop().create_task  # (once: a fan-out pumps hundreds of workers)
+            worker = self.worker
+            while ready and self.in_flight < self.cap:
+                self.in_flight += 1
+                where = WorkerContext(run)  # for nf.ask() and nf.usage(): which node this task runs
+                task = where.task = create_task(worker(ready.popleft(), where))
+                ACTIVE[task] = where
+                tasks.add(task)
+            return
+        # A plain run's worker is ``plain_loop`` itself (one coroutine a task: a fan-out's branch pays for no
+        # frame in between), with the clocks read once for all of them. The nodes to start leave ``ready``
+        # first: a worker started eagerly runs its node's first step in here, and must not see them as its own
+        # to hand out (``arm``).
+        starts = [ready.popleft() for _ in range(min(len(ready), self.cap - self.in_flight))]
+        self.in_flight += len(starts)
+        new_task = _task_maker(asyncio.get_running_loop())
+        plain_loop = self.plain_loop
+        breath = _perf()
+        epoch = _time() - breath
+        for i in starts:
+            task = new_task(plain_loop(i, WorkerContext(run), breath, epoch, True))
+            if not task.done():  # (an eager start may have run its nodes to their end already)
+                tasks.add(task)
 
     # --- running ---------------------------------------------------------------------------------
     async def worker(self, i: int, where: WorkerContext) -> None:
-        """Run node ``i``, then keep taking ready nodes; extra ready nodes get workers of their own."""
+        """A policy run's worker task: run node ``i``, then keep taking ready nodes; extra ready nodes get workers
+        of their own. (A plain run's worker task is ``plain_loop(..., spawned=True)``, which keeps these books
+        itself: one coroutine less a branch.)"""
         CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node, of where.run
         try:
             await self.node_loop(i, where)
@@ -528,13 +564,17 @@ class _Scheduler:
         """The loop a worker runs, starting at node ``i`` (a coroutine: no frame of its own in between)."""
         return self.policy_loop(i, where) if self.special else self.plain_loop(i, where)
 
-    async def plain_loop(self, i: int, where: WorkerContext, breath: float | None = None, epoch: float = 0.0) -> None:
+    async def plain_loop(
+        self, i: int, where: WorkerContext, breath: float | None = None, epoch: float = 0.0, spawned: bool = False
+    ) -> None:
         """The worker of a run without per-node policies: node after node, as long as one is ready.
 
         A lean node (lean.py) is run here, written out: the worker calls it, drives its coroutine
         and writes the run's columns itself. This loop is the engine's hot path: every name it
         uses per node is a local, and what is rare (events, waits, failures) is a call away.
-        ``breath`` and ``epoch``: the clocks as ``execute`` just read them (None: read them here).
+        ``breath`` and ``epoch``: the clocks as ``execute`` or ``pump`` just read them (None: read them here).
+        ``spawned``: this coroutine is a worker task of its own (``pump``), which registers itself (``ACTIVE``,
+        ``CURRENT_NODE``) and, when it ends, leaves the run's books as ``worker`` does.
         """
         gnodes, deps, down, simple, one, many, args_by_position, returns, returns_as_is = self.prog.hot
         bad = self.bad
@@ -555,145 +595,166 @@ class _Scheduler:
         modules = sys.modules
         config = _config
         budget = _INLINE_BUDGET
+        if spawned:  # (``worker``'s bookkeeping, made here: see ``pump``)
+            CURRENT_NODE.set(where)  # nf.usage(): this task's (and its threads') node is where.node, of where.run
+            task = where.task = _current_task()
+            ACTIVE[task] = where  # (in the task: an eager start runs the node, which may nf.ask, before pump goes on)
         if breath is None:
             breath = _perf()
             epoch = _time() - breath  # epoch seconds = perf_counter() + epoch: one clock read per node start
         last = len(gnodes) - 1 if self.chain else -1  # a chain run's last node (-1: not a chain run)
-        while True:
-            g = gnodes[i]
-            where.i = i
-            arg = one[i]
-            if arg is not None:
-                kwargs: dict[str, Any] = {arg[0]: output[arg[1]]}
-            else:
-                fed = deps[i]
-                if fed is None:
-                    kwargs = gather_kwargs(g, run.nodes, inputs)
-                elif (fan_in := many[i]) is not None:
-                    kwargs = dict(zip(fan_in[0], fan_in[1](output), strict=True))
+        try:
+            while True:
+                g = gnodes[i]
+                where.i = i
+                arg = one[i]
+                if arg is not None:
+                    kwargs: dict[str, Any] = {arg[0]: output[arg[1]]}
                 else:
-                    kwargs = {}
-                    for param, src, is_node in fed:
-                        if is_node:
-                            kwargs[param] = output[src]  # type: ignore[index]
-                        elif src in inputs:
-                            kwargs[param] = inputs[src]  # type: ignore[index]
-            if ready and not where.armed:  # should this node wait, the other ready nodes get workers
-                self.arm(where)
-            try:
-                if lean[i]:
-                    # --- the lean path (lean.py) ---
-                    spec = g.spec
-                    status[i] = _RUNNING  # PENDING -> RUNNING is always allowed
-                    inputs_at[i] = kwargs
-                    attempts[i] = LEAN
-                    t0 = _perf()
-                    started = started_at[i] = t0 + epoch
-                    if subscribers or watchers:
-                        lean_started(run, spec.name, started)
-                    try:
-                        for param, check in g.checks:
-                            if param in kwargs:
-                                kwargs[param] = check(kwargs[param])
-                        guard = MutationCheck(spec.name, kwargs) if config.check_mutation else None
-                        args = kwargs  # (a node's own views of shared frames and arrays: isolation.py)
-                        if "pandas" in modules or "numpy" in modules:
-                            if arg is not None:
-                                if type(kwargs[arg[0]]) not in PLAIN_TYPES:  # (a plain value: nothing to do)
-                                    args = isolate_inputs(kwargs)
-                            else:
-                                for value in kwargs.values():  # (isolate_inputs' own check, without the call)
-                                    if type(value) not in PLAIN_TYPES:
-                                        args = isolate_inputs(kwargs)
-                                        break
-                        # Awaited right here: a node that does not wait runs to its end without a
-                        # loop turn (and without the StopIteration of a coroutine stepped by hand).
-                        if spec.is_async:
-                            # By position where the parameters allow: cheaper, and for many parameters
-                            # by far (matching keywords to parameters is a search per keyword).
-                            if arg is not None and arg[2]:
-                                out = await spec.func(args[arg[0]])
-                            elif args_by_position[i]:
-                                out = await spec.func(*args.values())
-                            else:
-                                out = await spec.func(**args)
-                        else:  # inline or in a worker thread, as thread= or what was learned says
-                            mode = g.call_mode
-                            if mode is not None and mode.inline:  # learned quick: called right here
-                                try:
-                                    out = call_inline(mode, spec.func, args)
-                                except NeedsThread:  # it needs a thread after all (asyncio.run...): pinned
-                                    out = NeedsThread  # (called again below, not chained to this handler)
-                                if out is NeedsThread:
-                                    out = await call_sync(g, args)
-                            else:
-                                out = await call_sync(g, args)
-                            if type(out) is CoroutineType:  # a sync function handing back a coroutine
-                                out = await out
-                        if guard is not None:
-                            guard.verify(kwargs)
-                        check_out = returns[i]
-                        if check_out is not None and type(out) is not returns_as_is[i]:
-                            out = check_out(out)
-                    except BaseException as exc:
-                        if not lean_failed(cols, i, run, started, t0, exc):
-                            raise
-                    else:  # node_succeeded, on the columns
-                        duration = _perf() - t0
-                        done = finished_at[i] = started + duration
-                        output[i] = out
-                        if status[i] is _RUNNING:
-                            status[i] = _SUCCEEDED  # RUNNING -> SUCCEEDED is always allowed
-                        else:
-                            cols.rec(i)._to(_SUCCEEDED)
-                        if attempts[i] is not LEAN:  # the attempt was read meanwhile (nf.usage): it ends too
-                            attempts[i][-1].finished_at = done
-                        if subscribers or watchers:
-                            lean_succeeded(run, spec.name, done, duration)
-                else:
-                    await call_node(g, cols.rec(i), kwargs, run)
-            except BaseException:
-                self.cancel_node(i, f"{self.why} while the node was running")
-                raise
-            st = status[i]
-            if last >= 0:  # a chain run: the next node is i + 1, ready once node i succeeded
-                if st is not _SUCCEEDED:
-                    if st is not _PAUSED:  # a paused node blocks its dependents
-                        self.off_chain()
-                        self.resolved(i)
-                    return
-                if i == last or run._pause_requested:
-                    return
-                i += 1
-            elif st is not _SUCCEEDED:
-                if st is not _PAUSED:  # a paused node blocks its dependents
-                    self.resolved(i)
-            else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
-                for d in down[i]:
-                    left = waiting[d] = waiting[d] - 1
-                    if left:
-                        continue
-                    if simple[d] and not bad[d]:  # every upstream succeeded: nothing to look at
-                        ready.append(d)
-                        continue
-                    reason = self.skip_reason(d)
-                    if reason is None:
-                        ready.append(d)
+                    fed = deps[i]
+                    if fed is None:
+                        kwargs = gather_kwargs(g, run.nodes, inputs)
+                    elif (fan_in := many[i]) is not None:
+                        kwargs = dict(zip(fan_in[0], fan_in[1](output), strict=True))
                     else:
-                        self.skip(d, reason)
-                        self.resolved(d)
-            if last < 0:
-                if not ready or run._pause_requested:
-                    return
-                i = ready.popleft()
-            budget -= 1
-            if not budget:
-                budget = _INLINE_BUDGET
-                if _perf() - breath >= _BREATHE_EVERY:
-                    where.breathing = True
-                    await asyncio.sleep(0)  # let the loop breathe during long inline chains
-                    where.breathing = False
-                    breath = _perf()
+                        kwargs = {}
+                        for param, src, is_node in fed:
+                            if is_node:
+                                kwargs[param] = output[src]  # type: ignore[index]
+                            elif src in inputs:
+                                kwargs[param] = inputs[src]  # type: ignore[index]
+                if ready and not where.armed:  # should this node wait, the other ready nodes get workers
+                    self.arm(where)
+                try:
+                    if lean[i]:
+                        # --- the lean path (lean.py) ---
+                        spec = g.spec
+                        status[i] = _RUNNING  # PENDING -> RUNNING is always allowed
+                        inputs_at[i] = kwargs
+                        attempts[i] = LEAN
+                        t0 = _perf()
+                        started = started_at[i] = t0 + epoch
+                        if subscribers or watchers:
+                            lean_started(run, spec.name, started)
+                        try:
+                            for param, check in g.checks:
+                                if param in kwargs:
+                                    kwargs[param] = check(kwargs[param])
+                            guard = MutationCheck(spec.name, kwargs) if config.check_mutation else None
+                            args = kwargs  # (a node's own views of shared frames and arrays: isolation.py)
+                            if "pandas" in modules or "numpy" in modules:
+                                if arg is not None:
+                                    if type(kwargs[arg[0]]) not in PLAIN_TYPES:  # (a plain value: nothing to do)
+                                        args = isolate_inputs(kwargs)
+                                else:
+                                    for value in kwargs.values():  # (isolate_inputs' own check, without the call)
+                                        if type(value) not in PLAIN_TYPES:
+                                            args = isolate_inputs(kwargs)
+                                            break
+                            # Awaited right here: a node that does not wait runs to its end without a
+                            # loop turn (and without the StopIteration of a coroutine stepped by hand).
+                            if spec.is_async:
+                                # By position where the parameters allow: cheaper, and for many parameters
+                                # by far (matching keywords to parameters is a search per keyword).
+                                if arg is not None and arg[2]:
+                                    out = await spec.func(args[arg[0]])
+                                elif args_by_position[i]:
+                                    out = await spec.func(*args.values())
+                                else:
+                                    out = await spec.func(**args)
+                            else:  # inline or in a worker thread, as thread= or what was learned says
+                                mode = g.call_mode
+                                if mode is not None and mode.inline:  # learned quick: called right here
+                                    try:
+                                        out = call_inline(mode, spec.func, args)
+                                    except NeedsThread:  # it needs a thread after all (asyncio.run...): pinned
+                                        out = NeedsThread  # (called again below, not chained to this handler)
+                                    if out is NeedsThread:
+                                        out = await call_sync(g, args)
+                                else:
+                                    out = await call_sync(g, args)
+                                if type(out) is CoroutineType:  # a sync function handing back a coroutine
+                                    out = await out
+                            if guard is not None:
+                                guard.verify(kwargs)
+                            check_out = returns[i]
+                            if check_out is not None and type(out) is not returns_as_is[i]:
+                                out = check_out(out)
+                        except BaseException as exc:
+                            if not lean_failed(cols, i, run, started, t0, exc):
+                                raise
+                        else:  # node_succeeded, on the columns
+                            duration = _perf() - t0
+                            done = finished_at[i] = started + duration
+                            output[i] = out
+                            if status[i] is _RUNNING:
+                                status[i] = _SUCCEEDED  # RUNNING -> SUCCEEDED is always allowed
+                            else:
+                                cols.rec(i)._to(_SUCCEEDED)
+                            if attempts[i] is not LEAN:  # the attempt was read meanwhile (nf.usage): it ends too
+                                attempts[i][-1].finished_at = done
+                            if subscribers or watchers:
+                                lean_succeeded(run, spec.name, done, duration)
+                    else:
+                        await call_node(g, cols.rec(i), kwargs, run)
+                except BaseException:
+                    self.cancel_node(i, f"{self.why} while the node was running")
+                    raise
+                st = status[i]
+                if last >= 0:  # a chain run: the next node is i + 1, ready once node i succeeded
+                    if st is not _SUCCEEDED:
+                        if st is not _PAUSED:  # a paused node blocks its dependents
+                            self.off_chain()
+                            self.resolved(i)
+                        return
+                    if i == last or run._pause_requested:
+                        return
+                    i += 1
+                elif st is not _SUCCEEDED:
+                    if st is not _PAUSED:  # a paused node blocks its dependents
+                        self.resolved(i)
+                else:  # ``resolved`` inlined: a dependent whose one upstream just succeeded is ready
+                    for d in down[i]:
+                        left = waiting[d] = waiting[d] - 1
+                        if left:
+                            continue
+                        if simple[d] and not bad[d]:  # every upstream succeeded: nothing to look at
+                            ready.append(d)
+                            continue
+                        reason = self.skip_reason(d)
+                        if reason is None:
+                            ready.append(d)
+                        else:
+                            self.skip(d, reason)
+                            self.resolved(d)
+                if last < 0:
+                    if not ready or run._pause_requested:
+                        return
+                    i = ready.popleft()
+                budget -= 1
+                if not budget:
+                    budget = _INLINE_BUDGET
+                    if _perf() - breath >= _BREATHE_EVERY:
+                        where.breathing = True
+                        await asyncio.sleep(0)  # let the loop breathe during long inline chains
+                        where.breathing = False
+                        breath = _perf()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # an engine bug or KeyboardInterrupt: never lose it
+            if spawned:
+                self.crash = exc
+                self.finished.set()
+            raise
+        finally:
+            if spawned:  # (``worker``'s bookkeeping)
+                where.i = -1
+                self.in_flight -= 1
+                task, where.task = where.task, None  # (the task's context holds ``where``: no cycle for the collector)
+                ACTIVE.pop(task, None)
+                self.tasks.discard(task)
+                if not self.in_flight:
+                    self.check_finished()
 
     def arm(self, where: WorkerContext) -> None:
         """At the next loop turn, if ``where``'s worker is waiting in a node, hand the ready nodes to
