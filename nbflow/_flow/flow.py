@@ -65,6 +65,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # first run (`run`/`arun`/`start`/a batch row/a resume) and binds its names as this module's globals, so
 # later runs look them up like any import, with no per-call import.
 _engine_loaded = False
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 
 
 def _load_engine() -> None:
@@ -321,6 +322,27 @@ class Flow:
         See docs/data_pipelines.md.
         """
 
+        if (  # `@flow.node` with nothing set (most nodes): add()'s path, without passing 16 defaults twice
+            func is not None
+            and name is None
+            and inputs is None
+            and thread is None
+            and branch is None
+            and map is None
+            and loop is None
+            and router is None
+            and retry is None
+            and timeout is None
+            and on_error == "fail"
+            and on_failure_of is None
+            and uses is None
+            and cache is None
+            and executor is None
+            and save is None
+            and outputs is None
+        ):
+            self._add_plain(func)
+            return func
         register = self._register(
             name=name,
             inputs=inputs,
@@ -454,16 +476,29 @@ class Flow:
             options["save"] = check_save(f"node {spec.name!r}", {spec.name: save})[spec.name]
         if options:
             spec = _options.with_options(spec, options)
+        self._put(spec, func, options, outputs)
+        return spec
+
+    def _add_plain(self, func: Callable[..., Any] | Flow) -> None:
+        """``add(func)`` with every option at its default."""
+        if isinstance(func, Flow) or (self.executor is not None and self.executor != "thread"):
+            self.add(func)  # a sub-flow; a flow-wide executor= (each node's own option, see add)
+            return
+        self._put(make_spec(func), func, _NO_OPTIONS, None)
+
+    def _put(
+        self, spec: NodeSpec, func: Callable[..., Any] | Flow, options: Mapping[str, Any], outputs: Iterable[str] | None
+    ) -> None:
+        """Record the declared ``spec`` (replacing a node of its name) and what it asks for."""
         again = self._specs.pop(spec.name, None) is not None  # a redefinition moves to the end, like a cell re-run
         self._specs[spec.name] = spec
-        if options.get("executor") == "process" and "dask_client" not in options:
+        if options and options.get("executor") == "process" and "dask_client" not in options:
             self._warm_workers()
         if not isinstance(func, Flow):
             note_declared(self, spec, func)  # a cell re-run with the function renamed: warn (renames.py)
         if outputs is not None:
             self._add_fields(spec, outputs)
         self._changed(spec.name if again and outputs is None else None)
-        return spec
 
     def _warm_workers(self) -> None:
         """A process node was defined: its worker starts now, in the background (its start and imports take
