@@ -311,7 +311,8 @@ def _compile(
     upstream: dict[str, tuple[str, ...]] = {}
     inputs_req: dict[str, list[str]] = {}
     inputs_opt: dict[str, list[str]] = {}
-    specs = {n: (s if s.flow is None else with_subflow_params(s)) for n, s in specs.items()}
+    if any(s.flow is not None for s in specs.values()):
+        specs = {n: (s if s.flow is None else with_subflow_params(s)) for n, s in specs.items()}
     branches = collect_branches(specs)
     # The order first, from the wiring alone: a cycle is reported before any per-parameter work.
     for n, spec in specs.items():
@@ -358,10 +359,15 @@ def _compile(
     if len(topo) != len(order):
         raise CycleError(_walk_to_cycle(upstream, next(n for n in order if indegree[n] > 0), indegree))
 
+    not_simple: set[str] = set()  # a node after a branch, a merge or an optional input (GNode.simple)
     for n, spec in specs.items():
         ds = []
+        if spec.branch is not None:
+            not_simple.add(n)
         for p in spec.params:
-            if p.source in bound and not (p.alternatives or p.optional):
+            if p.alternatives or p.optional:
+                not_simple.add(n)
+            elif p.source in bound:
                 res_params.setdefault(n, []).append((p.name, bound[p.source]))
                 for i, req in bound[p.source].all_inputs().items():
                     (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
@@ -374,29 +380,36 @@ def _compile(
 
     nodes: dict[str, GNode] = {}
     memo: dict[Any, Any] | None = {} if validate else None
-    hints = {n: hints_of(specs[n].func, memo) if specs[n].flow is None else {} for n in topo} if validate else {}
-    returns = {n: h["return"] for n, h in hints.items() if "return" in h}
+    returns: dict[str, Any] = {}  # each node's resolved return hint, filled in order: a node's checks read
+    # its upstream nodes' only, which come before it
     for n in topo:
         spec = specs[n]
         checks: tuple[tuple[str, Validator], ...] = ()
         check_return = None
-        used = tuple(res_params.get(n, ()))
+        found = res_params.get(n)
+        used = tuple(found) if found else ()
         if validate:
-            checks = _checks(spec, hints[n], returns, used)
-            check_return = make_validator(hints[n].get("return"), n, "return")
+            own = hints_of(spec.func, memo) if spec.flow is None else {}
+            hint = own.get("return", _NO_HINT)
+            if hint is not _NO_HINT:
+                returns[n] = hint
+            if spec.params:
+                checks = _checks(spec, own, returns, used)
+            check_return = make_validator(own.get("return"), n, "return")
         down = downstream[n]
+        # (GNode's fields in order, positionally: built once per node of every compile)
         nodes[n] = GNode(
-            spec=spec,
-            deps=deps[n],
-            upstream=upstream[n],
-            downstream=tuple(down) if len(down) < 2 else tuple(sorted(down, key=position.__getitem__)),
-            checks=checks,
-            check_return=check_return,
-            simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
-            branches=branches.get(n, ()),
-            plain=spec.plain,
-            resources=used,
-            call_mode=CallMode() if spec.auto_thread and spec.options.get("timeout") is None else None,
+            spec,
+            deps[n],
+            upstream[n],
+            tuple(down) if len(down) < 2 else tuple(sorted(down, key=position.__getitem__)),
+            checks,
+            check_return,
+            n not in not_simple,
+            branches.get(n, ()) if branches else (),
+            spec.plain,
+            used,
+            CallMode() if spec.auto_thread and spec.options.get("timeout") is None else None,
         )
     names = sorted(set(inputs_req) | set(inputs_opt))
     inputs = {i: InputInfo(i, tuple(dict.fromkeys(inputs_req.get(i, ()))), tuple(inputs_opt.get(i, ()))) for i in names}

@@ -159,7 +159,6 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
         _pending.add(hint)
     # An exact builtin hint builds its adapter only when a value of another type comes (a str given for
     # an int): a run whose values all have their hinted types never imports pydantic (~100 ms, ~14 MB).
-    expected = hint_text(hint)
     validate: Validator | None = None  # the adapter's core validator, bound on the first check
 
     def check(value: Any) -> Any:
@@ -185,7 +184,7 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
                     detail = f"{loc + ': ' if loc else ''}{first.get('msg', '')}"
                 except Exception:
                     detail = ""
-            raise TypeValidationError(node, parameter, expected, value, detail) from None
+            raise TypeValidationError(node, parameter, hint_text(hint), value, detail) from None
 
     check.exact = exact  # type: ignore[attr-defined]  # the engine skips the call for such a value
     check.hint = hint  # type: ignore[attr-defined]  # what a batch reads (an empty cell is None if it admits None)
