@@ -171,10 +171,10 @@ def make_spec(
     loop: Loop | None = None,
 ) -> NodeSpec:
     """Build the spec of ``func``; raise FlowDefinitionError naming the node and the fix."""
-    if not callable(func):
+    plain = type(func) is FunctionType  # its kind read from its code's flags: what inspect says, cheaper
+    if not plain and not callable(func):
         raise FlowDefinitionError(f"@flow.node needs a function, got {func!r} ({type(func).__name__})")
     node_name = check_name(name if name is not None else getattr(func, "__name__", None))
-    plain = type(func) is FunctionType  # its kind read from its code's flags: what inspect says, cheaper
     flags = func.__code__.co_flags if plain else 0
     if flags & _CO_GENERATOR if plain else inspect.isgeneratorfunction(func):
         raise FlowDefinitionError(
@@ -182,9 +182,9 @@ def make_spec(
             f"not the values it yields; return a list (return list(...)), use @flow.map over the items, or make it "
             f"`async def` to stream its output (each yielded text shows live; the output is their concatenation)"
         )
-    declared = _from_code(func, node_name)
-    if declared is None:
-        declared = _from_signature(func, node_name)
+    own = _from_code(func, node_name)  # each parameter fed by its own name
+    if own is None:
+        own = tuple([param_spec(n, n, default, hint) for n, default, hint in _from_signature(func, node_name)])
     # A streaming node: what it yields shows live (nbflow/_core/calls.py).
     if flags & _CO_ASYNC_GENERATOR if plain else inspect.isasyncgenfunction(func):
         from nbflow._core.calls import streaming_node
@@ -197,13 +197,12 @@ def make_spec(
         is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
     if thread and is_async:
         raise FlowDefinitionError(f"node {node_name!r}: thread=True is for sync functions; this one is async")
-    if inputs:
-        params = wire_params(node_name, declared, inputs, getattr(func, "__name__", func))
-    else:  # each parameter fed by its own name (most nodes): nothing to rewire or check
-        params = tuple([param_spec(pname, pname, default, annotation) for pname, default, annotation in declared])
+    params = own
+    if inputs:  # (without: most nodes, nothing to rewire or check)
+        params = wire_params(node_name, _declared(own), inputs, getattr(func, "__name__", func))
     guard = None
     if router is not None or branch is not None or map is not None or loop is not None:
-        router, guard, map, loop = control_fields(node_name, declared, router, branch, map, loop)
+        router, guard, map, loop = control_fields(node_name, _declared(own), router, branch, map, loop)
     return node_spec(
         node_name,
         func,
@@ -227,18 +226,26 @@ _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 
 
-def _from_code(func: Any, node_name: str) -> list[tuple[str, Any, Any]] | None:
-    """The parameters (name, default, annotation) of a plain function, read from its code object.
+def _declared(params: tuple[ParamSpec, ...]) -> list[tuple[str, Any, Any]]:
+    return [(p.name, p.default, p.annotation) for p in params]
+
+
+def _from_code(func: Any, node_name: str) -> tuple[ParamSpec, ...] | None:
+    """The parameters of a plain function, read from its code object, each fed by its own name.
 
     What ``inspect.signature`` would give, at a fraction of its cost (building a flow of many nodes
     was mostly signature objects). None when ``func`` is not a plain function (a partial, a
     callable object, a wrapper with ``__wrapped__``/``__signature__``): the caller falls back.
     """
-    if type(func) is not FunctionType or "__wrapped__" in func.__dict__ or "__signature__" in func.__dict__:
+    if type(func) is not FunctionType:
+        return None
+    attrs = func.__dict__  # (empty for most functions)
+    if attrs and ("__wrapped__" in attrs or "__signature__" in attrs):
         return None
     code = func.__code__
     if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS) or code.co_posonlyargcount:
-        return _from_signature(func, node_name)  # the full path words the errors
+        _from_signature(func, node_name)  # the full path words the errors (it raises for these)
+        return None
     n_pos = code.co_argcount
     names = code.co_varnames[: n_pos + code.co_kwonlyargcount]
     defaults = func.__defaults__ or ()
@@ -246,14 +253,14 @@ def _from_code(func: Any, node_name: str) -> list[tuple[str, Any, Any]] | None:
     annotations = func.__annotations__
     first_default = n_pos - len(defaults)
     empty = inspect.Parameter.empty
-    declared = []
+    params = []
     for i, pname in enumerate(names):
         if i < n_pos:
             default = defaults[i - first_default] if i >= first_default else MISSING
         else:
             default = kwdefaults.get(pname, MISSING)
-        declared.append((pname, default, annotations.get(pname, empty)))
-    return declared
+        params.append(param_spec(pname, pname, default, annotations.get(pname, empty)))
+    return tuple(params)
 
 
 def _from_signature(func: Any, node_name: str) -> list[tuple[str, Any, Any]]:
