@@ -58,9 +58,12 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> di
     with ``still_resolved`` that each resolves the same. What a plain class annotates is taken as is
     (``get_type_hints`` would give it back unchanged).
     """
-    if memo is None or type(func) is not FunctionType or "__wrapped__" in func.__dict__:
+    if memo is None or type(func) is not FunctionType:
         return _hints_of(func)
-    if getattr(func, "__type_params__", ()):  # PEP 695 names: only get_type_hints resolves them
+    attrs = func.__dict__  # (empty for most functions)
+    if attrs and "__wrapped__" in attrs:
+        return _hints_of(func)
+    if _TYPE_PARAMS and getattr(func, "__type_params__", None):  # PEP 695 names: only get_type_hints resolves them
         return _hints_of(func)
     annotations = func.__annotations__
     hints: dict[str, Any] = {}
@@ -87,6 +90,7 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> di
 
 
 _UNRESOLVED: Any = object()
+_TYPE_PARAMS: bool = hasattr(FunctionType, "__type_params__")  # Python 3.12+
 _STUB = (lambda: None).__code__
 
 
