@@ -647,8 +647,10 @@ class Flow:
             graph = self._recompile(stamp)
             if graph is None:
                 graph = compile_graph(self.name, self._specs, validate=self.validate, resources=self._resources)
-                self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
-                self._saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+                optioned = [(n, s.options) for n, s in self._specs.items() if s.options]  # (most nodes: none)
+                policies = build_policies(graph, self._retry, self._limits, self._clock)
+                self._policies = self._with_cache(graph, policies, any(o.get("cache") for _, o in optioned))
+                self._saving = {n: o["save"] for n, o in optioned if "save" in o}
             assert self._policies is not None
             self._graph = graph
             self._graph_stamp = stamp
@@ -676,9 +678,10 @@ class Flow:
                 self._saving = {k: v for k, v in self._saving.items() if k != n}
         return graph
 
-    def _with_cache(self, graph: Graph, policies: FlowPolicies) -> FlowPolicies:
+    def _with_cache(self, graph: Graph, policies: FlowPolicies, node_asks: bool) -> FlowPolicies:
+        """``policies`` with the node cache's plan (``node_asks``: some node says ``cache=``)."""
         default = self._cache is not None
-        if not default and not any(s.options.get("cache") for s in self._specs.values()):
+        if not default and not node_asks:
             return policies  # no caching: the policies (and the engine's fast path) are untouched
         backend = self._cache
         if backend is None:
