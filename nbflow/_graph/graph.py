@@ -317,6 +317,7 @@ def _compile(
     # Each node's upstream nodes and its deps, in one walk over the parameters (nothing here raises but
     # a wiring error, so which error a flow gets does not depend on the order of the work).
     not_simple: set[str] = set()  # a node after a branch, a merge or an optional input (GNode.simple)
+    done: set[str] | None = set()  # the nodes walked so far, while each one's upstream nodes are among them
     for n, spec in specs.items():
         ups: list[str] = []
         ds: list[Dep] = []
@@ -355,25 +356,21 @@ def _compile(
             ups.append(handled)
         upstream[n] = (ups[0],) if len(ups) == 1 else tuple(dict.fromkeys(ups))
         deps[n] = tuple(ds)
+        if done is not None:
+            for u in ups:
+                if u not in done:
+                    done = None  # declared before a node it depends on: Kahn's algorithm orders them
+                    break
+            else:
+                done.add(n)
     downstream: dict[str, list[str]] = {n: [] for n in order}
     for n in order:
         for u in upstream[n]:
             downstream[u].append(n)
 
-    # Kahn's algorithm, ties broken by definition order so runs and drawings are deterministic.
-    indegree = {n: len(upstream[n]) for n in order}
-    heap = [position[n] for n in order if indegree[n] == 0]
-    heapq.heapify(heap)
-    topo: list[str] = []
-    while heap:
-        n = order[heapq.heappop(heap)]
-        topo.append(n)
-        for d in downstream[n]:
-            indegree[d] -= 1
-            if indegree[d] == 0:
-                heapq.heappush(heap, position[d])
-    if len(topo) != len(order):
-        raise CycleError(_walk_to_cycle(upstream, next(n for n in order if indegree[n] > 0), indegree))
+    # Every node declared after the nodes it depends on (as a notebook usually does): the definition order
+    # is the one Kahn's algorithm makes (each next node is the first ready one), and there is no cycle.
+    topo = order if done is not None else _kahn(order, position, upstream, downstream)
 
     nodes: dict[str, GNode] = {}
     memo: dict[Any, Any] | None = {} if validate else None
@@ -411,6 +408,29 @@ def _compile(
     names = sorted(set(inputs_req) | set(inputs_opt))
     inputs = {i: InputInfo(i, tuple(dict.fromkeys(inputs_req.get(i, ()))), tuple(inputs_opt.get(i, ()))) for i in names}
     return Graph(name=name, nodes=nodes, inputs=inputs, resources=bound, _returns=returns, _memo=memo)
+
+
+def _kahn(
+    order: list[str],
+    position: Mapping[str, int],
+    upstream: Mapping[str, tuple[str, ...]],
+    downstream: Mapping[str, list[str]],
+) -> list[str]:
+    """Kahn's algorithm, ties broken by definition order so runs and drawings are deterministic."""
+    indegree = {n: len(upstream[n]) for n in order}
+    heap = [position[n] for n in order if indegree[n] == 0]
+    heapq.heapify(heap)
+    topo: list[str] = []
+    while heap:
+        n = order[heapq.heappop(heap)]
+        topo.append(n)
+        for d in downstream[n]:
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                heapq.heappush(heap, position[d])
+    if len(topo) != len(order):
+        raise CycleError(_walk_to_cycle(upstream, next(n for n in order if indegree[n] > 0), indegree))
+    return topo
 
 
 def _checks(
