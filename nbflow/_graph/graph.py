@@ -314,39 +314,24 @@ def _compile(
     if any(s.flow is not None for s in specs.values()):
         specs = {n: (s if s.flow is None else with_subflow_params(s)) for n, s in specs.items()}
     branches = collect_branches(specs)
-    # Each node's upstream nodes and its deps, in one walk over the parameters (nothing here raises but
-    # a wiring error, so which error a flow gets does not depend on the order of the work).
-    not_simple: set[str] = set()  # a node after a branch, a merge or an optional input (GNode.simple)
+    # The order first, from the wiring alone: a cycle is reported before any per-parameter work.
     done: set[str] | None = set()  # the nodes walked so far, while each one's upstream nodes are among them
     for n, spec in specs.items():
         ups: list[str] = []
-        ds: list[Dep] = []
         for p in spec.params:
-            source = p.source
             if p.alternatives or p.optional:
-                for s in p.alternatives or (source,):
+                for s in p.alternatives or (p.source,):
                     if s not in specs:
                         raise UnknownNodeError(s, specs, role=f"node {n!r}: inputs[{p.name!r}] names")
-                if n in (p.alternatives or (source,)):
+                if n in (p.alternatives or (p.source,)):
                     raise CycleError([n, n])
-                ups.extend(p.alternatives or (source,))
-                not_simple.add(n)
-                ds.append(Dep(p.name, source, True, p.alternatives, p.optional))
-            elif source in specs:  # a node (never also a resource: bind_resources refuses that)
-                if source == n:
+                ups.extend(p.alternatives or (p.source,))
+            elif p.source in specs:  # a node (never also a resource: bind_resources refuses that)
+                if p.source == n:
                     raise CycleError([n, n])
-                ups.append(source)
-                ds.append(Dep(p.name, source, True))
-            elif source in bound:  # a resource: not a dep, never validated
-                res_params.setdefault(n, []).append((p.name, bound[source]))
-                for i, req in bound[source].all_inputs().items():
-                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
-            else:  # a flow input
-                ds.append(Dep(p.name, source, False))
-                (inputs_req if p.required else inputs_opt).setdefault(source, []).append(n)
+                ups.append(p.source)
         if spec.branch is not None:
             ups.insert(0, spec.branch[0])
-            not_simple.add(n)
         handled = spec.options.get("on_failure_of")
         if handled is not None:  # a failure handler runs after the node it handles, input or not
             if handled not in specs:
@@ -355,7 +340,6 @@ def _compile(
                 raise CycleError([n, n])
             ups.append(handled)
         upstream[n] = (ups[0],) if len(ups) == 1 else tuple(dict.fromkeys(ups))
-        deps[n] = tuple(ds)
         if done is not None:
             for u in ups:
                 if u not in done:
@@ -371,6 +355,25 @@ def _compile(
     # Every node declared after the nodes it depends on (as a notebook usually does): the definition order
     # is the one Kahn's algorithm makes (each next node is the first ready one), and there is no cycle.
     topo = order if done is not None else _kahn(order, position, upstream, downstream)
+
+    not_simple: set[str] = set()  # a node after a branch, a merge or an optional input (GNode.simple)
+    for n, spec in specs.items():
+        ds = []
+        if spec.branch is not None:
+            not_simple.add(n)
+        for p in spec.params:
+            if p.alternatives or p.optional:
+                not_simple.add(n)
+            elif p.source in bound:
+                res_params.setdefault(n, []).append((p.name, bound[p.source]))
+                for i, req in bound[p.source].all_inputs().items():
+                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
+                continue
+            is_node = p.source in specs
+            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
+            if not is_node:
+                (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
+        deps[n] = tuple(ds)
 
     nodes: dict[str, GNode] = {}
     memo: dict[Any, Any] | None = {} if validate else None
