@@ -333,6 +333,7 @@ class Flow:
             and router is None
             and retry is None
             and timeout is None
+            and type(on_error) is str
             and on_error == "fail"
             and on_failure_of is None
             and uses is None
