@@ -21,6 +21,10 @@ As a notebook writes it (``--define``, default 1,000 nodes), issue 35's goals:
 
     python benchmarks/build_compile.py [--sizes 1000 10000 100000] [--cycle 10000 30000 100000] [--repeat 5]
     python benchmarks/build_compile.py --sizes --cycle --define 1000   # issue 35's figures only
+    python benchmarks/build_compile.py --sizes --cycle --define 1000 --before <rev>   # and an older tree's
+
+Also printed: the floor of any decorator DSL, the same cell of ``def``s under a decorator that returns the
+function, and under one that records it with its parameter names and annotations read from its code.
 """
 
 from __future__ import annotations
@@ -30,12 +34,17 @@ import asyncio
 import gc
 import graphlib
 import json
+import pathlib
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import nbflow as nf
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # batch_ab: --before
 
 
 def build_flow(n: int, cyclic: bool = False) -> nf.Flow:
@@ -72,6 +81,8 @@ async def baseline_build(n: int) -> list[asyncio.Task[int]]:
     return tasks
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.thread_time (a shared machine: time descheduled is not cost)
+CLOCK_NAME = "wall"
 STRING_HINTS = False  # --string-hints: the cells start with `from __future__ import annotations`
 
 
@@ -114,61 +125,135 @@ def baseline_redefine_cell(n: int) -> Any:
     )
 
 
-def measure_define(n: int, repeat: int) -> dict[str, float]:
-    """Define by decorators and compile; redefine one node; the first run. Interleaved with the baselines."""
+def floor_cells(n: int) -> dict[str, Any]:
+    """The same cell of ``def``s under decorators that do (almost) nothing: what any decorator DSL pays.
+
+    ``identity``: ``@node`` returns the function (the ``def``s and decorator calls alone). ``record``: ``@node``
+    records the function by name with its parameter names read from its code object and its annotations,
+    the least a DSL wiring nodes by parameter name must read (nbflow reads them the same way, without
+    ``inspect.signature``).
+    """
+    lines = ["from __future__ import annotations"] if STRING_HINTS else []
+    lines += ["@node", "def n0(x: int) -> int:", "    return x"]
+    for i in range(1, n):
+        lines += ["@node", f"def n{i}(n{i - 1}: int) -> int:", f"    return n{i - 1} + 1"]
+    code = compile("\n".join(lines), "<cell>", "exec", dont_inherit=True)
+
+    def identity(f: Any) -> Any:
+        return f
+
+    def record_into(nodes: dict[str, Any]) -> Callable[[Any], Any]:
+        def node(f: Any) -> Any:
+            c = f.__code__
+            nodes[f.__name__] = (f, c.co_varnames[: c.co_argcount + c.co_kwonlyargcount], f.__annotations__)
+            return f
+
+        return node
+
+    return {"code": code, "identity": lambda: {"node": identity}, "record": lambda: {"node": record_into({})}}
+
+
+def measure_define(n: int, repeat: int, libs: dict[str, Any]) -> dict[str, Any]:
+    """Define by decorators and compile; redefine one node; the first run. Interleaved with the baselines.
+
+    ``libs``: the nbflow packages to measure by name (``after``: this tree; ``before``: an older one, see
+    ``--before``), run back to back in alternating order each round.
+    """
     cell, bare, base_cell = define_cell(n), define_cell(n, graph=False), baseline_cell(n)
     again, base_again = redefine_cell(n), baseline_redefine_cell(n)
+    floors = floor_cells(n)
     loop = asyncio.new_event_loop()  # (flow.run starts its own loop: the tasks are made on this one)
     from collections.abc import Awaitable
 
-    base, nb, redo, base_redo, first, second, base_run = [], [], [], [], [], [], []
+    base, base_redo, base_run = [], [], []
+    floor: dict[str, list[float]] = {"identity": [], "record": []}
+    per: dict[str, dict[str, list[float]]] = {
+        name: {"define": [], "redo": [], "first": [], "second": [], "ratio": []} for name in libs
+    }
+    names = list(libs)
     try:
-        for _ in range(repeat):
+        for r in range(repeat):
             gc.collect()
             ns: dict[str, Any] = {"ensure_future": loop.create_task, "Awaitable": Awaitable}
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             exec(base_cell, ns)
-            base.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
+            base.append(CLOCK() - t0)
+            t0 = CLOCK()
             loop.run_until_complete(asyncio.gather(*ns["tasks"].values()))
-            base_run.append(time.perf_counter() - t0)
+            base_run.append(CLOCK() - t0)
             ns["nodes"] = {}
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             exec(base_again, ns)
-            base_redo.append(time.perf_counter() - t0)
-            gc.collect()
-            flow_ns: dict[str, Any] = {"nf": nf}
-            t0 = time.perf_counter()
-            exec(cell, flow_ns)
-            nb.append(time.perf_counter() - t0)
-            flow = flow_ns["flow"]
-            t0 = time.perf_counter()
-            exec(again, flow_ns)
-            redo.append(time.perf_counter() - t0)
-            flow_ns = {"nf": nf}
-            exec(bare, flow_ns)  # a fresh flow, not compiled: its first run compiles it
-            flow = flow_ns["flow"]
-            gc.collect()
-            t0 = time.perf_counter()
-            flow.run(x=1)
-            first.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            flow.run(x=1)
-            second.append(time.perf_counter() - t0)
+            base_redo.append(CLOCK() - t0)
+            for kind in floor:
+                gc.collect()
+                floor_ns = floors[kind]()
+                t0 = CLOCK()
+                exec(floors["code"], floor_ns)
+                floor[kind].append(CLOCK() - t0)
+            for name in names if r % 2 == 0 else names[::-1]:
+                lib, got = libs[name], per[name]
+                gc.collect()
+                flow_ns: dict[str, Any] = {"nf": lib}
+                t0 = CLOCK()
+                exec(cell, flow_ns)
+                got["define"].append(CLOCK() - t0)
+                got["ratio"].append(got["define"][-1] / base[-1])
+                t0 = CLOCK()
+                exec(again, flow_ns)
+                got["redo"].append(CLOCK() - t0)
+                flow_ns = {"nf": lib}
+                exec(bare, flow_ns)  # a fresh flow, not compiled: its first run compiles it
+                flow = flow_ns["flow"]
+                gc.collect()
+                t0 = CLOCK()
+                flow.run(x=1)
+                got["first"].append(CLOCK() - t0)
+                t0 = CLOCK()
+                flow.run(x=1)
+                got["second"].append(CLOCK() - t0)
     finally:
         loop.close()
     med = statistics.median
-    return {
+    out: dict[str, Any] = {
         "nodes": n,
         "baseline_ms": med(base) * 1e3,
-        "nbflow_ms": med(nb) * 1e3,
-        "ratio": med(nb) / med(base),
-        "redefine_ms": med(redo) * 1e3,
         "baseline_redefine_ms": med(base_redo) * 1e3,
-        "first_run_ms": med(first) * 1e3,
-        "next_run_ms": med(second) * 1e3,
         "baseline_run_ms": med(base_run) * 1e3,
+        "floor_identity_ms": med(floor["identity"]) * 1e3,
+        "floor_record_ms": med(floor["record"]) * 1e3,
     }
+    for name, got in per.items():
+        prefix = "" if name == "after" else f"{name}_"
+        out |= {
+            f"{prefix}nbflow_ms": med(got["define"]) * 1e3,
+            f"{prefix}ratio": med(got["define"]) / med(base),
+            f"{prefix}round_ratio": med(got["ratio"]),
+            f"{prefix}redefine_ms": med(got["redo"]) * 1e3,
+            f"{prefix}first_run_ms": med(got["first"]) * 1e3,
+            f"{prefix}next_run_ms": med(got["second"]) * 1e3,
+        }
+    return out
+
+
+def print_define(d: dict[str, Any], repeat: int, before: str | None) -> None:
+    n = d["nodes"]
+    for prefix, label in (("before_", f"before ({before})"), ("", "")):
+        if f"{prefix}nbflow_ms" not in d:
+            continue
+        print(
+            f"{label + ': ' if label else ''}define {n} nodes by @flow.node + flow.graph: {d[prefix + 'nbflow_ms']:.1f} ms, "
+            f"hand-written dict of coroutines {d['baseline_ms']:.1f} ms: {d[prefix + 'ratio']:.2f}x (goal <= 3x; "
+            f"per round {d[prefix + 'round_ratio']:.2f}x); redefine one node + flow.graph: "
+            f"{d[prefix + 'redefine_ms']:.2f} ms (goal <= 1 ms; hand-written {d['baseline_redefine_ms'] * 1e3:.0f} µs); "
+            f"first run {d[prefix + 'first_run_ms']:.1f} ms, next {d[prefix + 'next_run_ms']:.1f} ms "
+            f"(hand-written tasks' run {d['baseline_run_ms']:.1f} ms)  [median of {repeat}, {CLOCK_NAME} clock]"
+        )
+    print(
+        f"floor: the same {n} defs under a decorator returning the function: {d['floor_identity_ms']:.2f} ms "
+        f"({d['floor_identity_ms'] / d['baseline_ms']:.2f}x); under one recording each function with its parameter "
+        f"names and annotations: {d['floor_record_ms']:.2f} ms ({d['floor_record_ms'] / d['baseline_ms']:.2f}x)"
+    )
 
 
 def deps_of(n: int, cyclic: bool = False) -> dict[str, tuple[str, ...]]:
@@ -259,22 +344,30 @@ def main() -> None:
         "--string-hints", action="store_true", help="the cells under `from __future__ import annotations`"
     )
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="--define's clock (cpu: thread time)")
+    parser.add_argument(
+        "--before", help="a git revision of this repository: its define figures too, interleaved (batch_ab.py)"
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    global STRING_HINTS
+    global STRING_HINTS, CLOCK, CLOCK_NAME
     STRING_HINTS = args.string_hints
+    CLOCK, CLOCK_NAME = (time.thread_time, "cpu") if args.clock == "cpu" else (time.perf_counter, "wall")
     build_flow(50).graph  # noqa: B018  (imports and caches outside the timing)
     out: dict[str, Any] = {"define": [], "build": [], "compile": [], "cycle": []}
-    for n in args.define:
-        d = measure_define(n, args.repeat)
-        out["define"].append(d)
-        print(
-            f"define {n} nodes by @flow.node + flow.graph: {d['nbflow_ms']:.1f} ms, hand-written dict of coroutines "
-            f"{d['baseline_ms']:.1f} ms: {d['ratio']:.2f}x (goal <= 3x); redefine one node + flow.graph: "
-            f"{d['redefine_ms']:.2f} ms (goal <= 1 ms; hand-written {d['baseline_redefine_ms'] * 1e3:.0f} µs); "
-            f"first run {d['first_run_ms']:.1f} ms, next {d['next_run_ms']:.1f} ms "
-            f"(hand-written tasks' run {d['baseline_run_ms']:.1f} ms)  [median of {args.repeat}]"
-        )
+    libs: dict[str, Any] = {"after": nf}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.before:
+            from batch_ab import import_before
+
+            libs = {"before": import_before(args.before, pathlib.Path(tmp)), "after": nf}
+            warm = libs["before"].Flow("warm")
+            warm.add(lambda x: x, name="w")
+            warm.graph  # noqa: B018
+        for n in args.define:
+            d = measure_define(n, args.repeat, libs)
+            out["define"].append(d)
+            print_define(d, args.repeat, args.before)
     if args.sizes:
         print(f"build and compile, median of {args.repeat} (µs per node)")
         print(f"{'what':<8} {'nodes':>7} {'baseline':>9} {'nbflow':>9} {'ratio':>7}")

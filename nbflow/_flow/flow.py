@@ -65,6 +65,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # first run (`run`/`arun`/`start`/a batch row/a resume) and binds its names as this module's globals, so
 # later runs look them up like any import, with no per-call import.
 _engine_loaded = False
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 
 
 def _load_engine() -> None:
@@ -321,6 +322,28 @@ class Flow:
         See docs/data_pipelines.md.
         """
 
+        if (  # `@flow.node` with nothing set (most nodes): add()'s path, without passing 16 defaults twice
+            func is not None
+            and name is None
+            and inputs is None
+            and thread is None
+            and branch is None
+            and map is None
+            and loop is None
+            and router is None
+            and retry is None
+            and timeout is None
+            and type(on_error) is str
+            and on_error == "fail"
+            and on_failure_of is None
+            and uses is None
+            and cache is None
+            and executor is None
+            and save is None
+            and outputs is None
+        ):
+            self._add_plain(func)
+            return func
         register = self._register(
             name=name,
             inputs=inputs,
@@ -454,16 +477,29 @@ class Flow:
             options["save"] = check_save(f"node {spec.name!r}", {spec.name: save})[spec.name]
         if options:
             spec = _options.with_options(spec, options)
+        self._put(spec, func, options, outputs)
+        return spec
+
+    def _add_plain(self, func: Callable[..., Any] | Flow) -> None:
+        """``add(func)`` with every option at its default."""
+        if isinstance(func, Flow) or (self.executor is not None and self.executor != "thread"):
+            self.add(func)  # a sub-flow; a flow-wide executor= (each node's own option, see add)
+            return
+        self._put(make_spec(func), func, _NO_OPTIONS, None)
+
+    def _put(
+        self, spec: NodeSpec, func: Callable[..., Any] | Flow, options: Mapping[str, Any], outputs: Iterable[str] | None
+    ) -> None:
+        """Record the declared ``spec`` (replacing a node of its name) and what it asks for."""
         again = self._specs.pop(spec.name, None) is not None  # a redefinition moves to the end, like a cell re-run
         self._specs[spec.name] = spec
-        if options.get("executor") == "process" and "dask_client" not in options:
+        if options and options.get("executor") == "process" and "dask_client" not in options:
             self._warm_workers()
         if not isinstance(func, Flow):
             note_declared(self, spec, func)  # a cell re-run with the function renamed: warn (renames.py)
         if outputs is not None:
             self._add_fields(spec, outputs)
         self._changed(spec.name if again and outputs is None else None)
-        return spec
 
     def _warm_workers(self) -> None:
         """A process node was defined: its worker starts now, in the background (its start and imports take
@@ -612,8 +648,10 @@ class Flow:
             graph = self._recompile(stamp)
             if graph is None:
                 graph = compile_graph(self.name, self._specs, validate=self.validate, resources=self._resources)
-                self._policies = self._with_cache(graph, build_policies(graph, self._retry, self._limits, self._clock))
-                self._saving = {n: s.options["save"] for n, s in self._specs.items() if "save" in s.options}
+                optioned = [(n, s.options) for n, s in self._specs.items() if s.options]  # (most nodes: none)
+                policies = build_policies(graph, self._retry, self._limits, self._clock)
+                self._policies = self._with_cache(graph, policies, any(o.get("cache") for _, o in optioned))
+                self._saving = {n: o["save"] for n, o in optioned if "save" in o}
             assert self._policies is not None
             self._graph = graph
             self._graph_stamp = stamp
@@ -641,9 +679,10 @@ class Flow:
                 self._saving = {k: v for k, v in self._saving.items() if k != n}
         return graph
 
-    def _with_cache(self, graph: Graph, policies: FlowPolicies) -> FlowPolicies:
+    def _with_cache(self, graph: Graph, policies: FlowPolicies, node_asks: bool) -> FlowPolicies:
+        """``policies`` with the node cache's plan (``node_asks``: some node says ``cache=``)."""
         default = self._cache is not None
-        if not default and not any(s.options.get("cache") for s in self._specs.values()):
+        if not default and not node_asks:
             return policies  # no caching: the policies (and the engine's fast path) are untouched
         backend = self._cache
         if backend is None:

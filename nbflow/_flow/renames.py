@@ -76,6 +76,8 @@ def _body(code: Any) -> str:
 
 def note_declared(flow: Flow, spec: NodeSpec, func: Any) -> None:
     """Remember where node ``spec`` was declared (in IPython only); checked when the cell ends."""
+    if "IPython" not in sys.modules:  # (what _shell checks first: a script declaring many nodes pays nothing)
+        return
     shell = _shell()
     code = getattr(func, "__code__", None)
     events = getattr(shell, "events", None)

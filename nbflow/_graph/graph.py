@@ -311,9 +311,11 @@ def _compile(
     upstream: dict[str, tuple[str, ...]] = {}
     inputs_req: dict[str, list[str]] = {}
     inputs_opt: dict[str, list[str]] = {}
-    specs = {n: (s if s.flow is None else with_subflow_params(s)) for n, s in specs.items()}
+    if any(s.flow is not None for s in specs.values()):
+        specs = {n: (s if s.flow is None else with_subflow_params(s)) for n, s in specs.items()}
     branches = collect_branches(specs)
     # The order first, from the wiring alone: a cycle is reported before any per-parameter work.
+    done: set[str] | None = set()  # the nodes walked so far, while each one's upstream nodes are among them
     for n, spec in specs.items():
         ups: list[str] = []
         for p in spec.params:
@@ -338,12 +340,86 @@ def _compile(
                 raise CycleError([n, n])
             ups.append(handled)
         upstream[n] = (ups[0],) if len(ups) == 1 else tuple(dict.fromkeys(ups))
+        if done is not None:
+            for u in ups:
+                if u not in done:
+                    done = None  # declared before a node it depends on: Kahn's algorithm orders them
+                    break
+            else:
+                done.add(n)
     downstream: dict[str, list[str]] = {n: [] for n in order}
     for n in order:
         for u in upstream[n]:
             downstream[u].append(n)
 
-    # Kahn's algorithm, ties broken by definition order so runs and drawings are deterministic.
+    # Every node declared after the nodes it depends on (as a notebook usually does): the definition order
+    # is the one Kahn's algorithm makes (each next node is the first ready one), and there is no cycle.
+    topo = order if done is not None else _kahn(order, position, upstream, downstream)
+
+    not_simple: set[str] = set()  # a node after a branch, a merge or an optional input (GNode.simple)
+    for n, spec in specs.items():
+        ds = []
+        if spec.branch is not None:
+            not_simple.add(n)
+        for p in spec.params:
+            if p.alternatives or p.optional:
+                not_simple.add(n)
+            elif p.source in bound:
+                res_params.setdefault(n, []).append((p.name, bound[p.source]))
+                for i, req in bound[p.source].all_inputs().items():
+                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
+                continue
+            is_node = p.source in specs
+            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
+            if not is_node:
+                (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
+        deps[n] = tuple(ds)
+
+    nodes: dict[str, GNode] = {}
+    memo: dict[Any, Any] | None = {} if validate else None
+    returns: dict[str, Any] = {}  # each node's resolved return hint, filled in order: a node's checks read
+    # its upstream nodes' only, which come before it
+    for n in topo:
+        spec = specs[n]
+        checks: tuple[tuple[str, Validator], ...] = ()
+        check_return = None
+        found = res_params.get(n)
+        used = tuple(found) if found else ()
+        if validate:
+            own = hints_of(spec.func, memo) if spec.flow is None else {}
+            hint = own.get("return", _NO_HINT)
+            if hint is not _NO_HINT:
+                returns[n] = hint
+            if spec.params:
+                checks = _checks(spec, own, returns, used)
+            check_return = make_validator(own.get("return"), n, "return")
+        down = downstream[n]
+        # (GNode's fields in order, positionally: built once per node of every compile)
+        nodes[n] = GNode(
+            spec,
+            deps[n],
+            upstream[n],
+            tuple(down) if len(down) < 2 else tuple(sorted(down, key=position.__getitem__)),
+            checks,
+            check_return,
+            n not in not_simple,
+            branches.get(n, ()) if branches else (),
+            spec.plain,
+            used,
+            CallMode() if spec.auto_thread and spec.options.get("timeout") is None else None,
+        )
+    names = sorted(set(inputs_req) | set(inputs_opt))
+    inputs = {i: InputInfo(i, tuple(dict.fromkeys(inputs_req.get(i, ()))), tuple(inputs_opt.get(i, ()))) for i in names}
+    return Graph(name=name, nodes=nodes, inputs=inputs, resources=bound, _returns=returns, _memo=memo)
+
+
+def _kahn(
+    order: list[str],
+    position: Mapping[str, int],
+    upstream: Mapping[str, tuple[str, ...]],
+    downstream: Mapping[str, list[str]],
+) -> list[str]:
+    """Kahn's algorithm, ties broken by definition order so runs and drawings are deterministic."""
     indegree = {n: len(upstream[n]) for n in order}
     heap = [position[n] for n in order if indegree[n] == 0]
     heapq.heapify(heap)
@@ -357,50 +433,7 @@ def _compile(
                 heapq.heappush(heap, position[d])
     if len(topo) != len(order):
         raise CycleError(_walk_to_cycle(upstream, next(n for n in order if indegree[n] > 0), indegree))
-
-    for n, spec in specs.items():
-        ds = []
-        for p in spec.params:
-            if p.source in bound and not (p.alternatives or p.optional):
-                res_params.setdefault(n, []).append((p.name, bound[p.source]))
-                for i, req in bound[p.source].all_inputs().items():
-                    (inputs_req if req else inputs_opt).setdefault(i, []).append(n)
-                continue
-            is_node = p.source in specs
-            ds.append(Dep(p.name, p.source, is_node, p.alternatives, p.optional))
-            if not is_node:
-                (inputs_req if p.required else inputs_opt).setdefault(p.source, []).append(n)
-        deps[n] = tuple(ds)
-
-    nodes: dict[str, GNode] = {}
-    memo: dict[Any, Any] | None = {} if validate else None
-    hints = {n: hints_of(specs[n].func, memo) if specs[n].flow is None else {} for n in topo} if validate else {}
-    returns = {n: h["return"] for n, h in hints.items() if "return" in h}
-    for n in topo:
-        spec = specs[n]
-        checks: tuple[tuple[str, Validator], ...] = ()
-        check_return = None
-        used = tuple(res_params.get(n, ()))
-        if validate:
-            checks = _checks(spec, hints[n], returns, used)
-            check_return = make_validator(hints[n].get("return"), n, "return")
-        down = downstream[n]
-        nodes[n] = GNode(
-            spec=spec,
-            deps=deps[n],
-            upstream=upstream[n],
-            downstream=tuple(down) if len(down) < 2 else tuple(sorted(down, key=position.__getitem__)),
-            checks=checks,
-            check_return=check_return,
-            simple=spec.branch is None and not any(d.alternatives or d.optional for d in deps[n]),
-            branches=branches.get(n, ()),
-            plain=spec.plain,
-            resources=used,
-            call_mode=CallMode() if spec.auto_thread and spec.options.get("timeout") is None else None,
-        )
-    names = sorted(set(inputs_req) | set(inputs_opt))
-    inputs = {i: InputInfo(i, tuple(dict.fromkeys(inputs_req.get(i, ()))), tuple(inputs_opt.get(i, ()))) for i in names}
-    return Graph(name=name, nodes=nodes, inputs=inputs, resources=bound, _returns=returns, _memo=memo)
+    return topo
 
 
 def _checks(

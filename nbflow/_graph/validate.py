@@ -58,9 +58,12 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> di
     with ``still_resolved`` that each resolves the same. What a plain class annotates is taken as is
     (``get_type_hints`` would give it back unchanged).
     """
-    if memo is None or type(func) is not FunctionType or "__wrapped__" in func.__dict__:
+    if memo is None or type(func) is not FunctionType:
         return _hints_of(func)
-    if getattr(func, "__type_params__", ()):  # PEP 695 names: only get_type_hints resolves them
+    attrs = func.__dict__  # (empty for most functions)
+    if attrs and "__wrapped__" in attrs:
+        return _hints_of(func)
+    if _TYPE_PARAMS and getattr(func, "__type_params__", None):  # PEP 695 names: only get_type_hints resolves them
         return _hints_of(func)
     annotations = func.__annotations__
     hints: dict[str, Any] = {}
@@ -87,6 +90,7 @@ def hints_of(func: Callable[..., Any], memo: dict[Any, Any] | None = None) -> di
 
 
 _UNRESOLVED: Any = object()
+_TYPE_PARAMS: bool = hasattr(FunctionType, "__type_params__")  # Python 3.12+
 _STUB = (lambda: None).__code__
 
 
@@ -159,20 +163,28 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
         _pending.add(hint)
     # An exact builtin hint builds its adapter only when a value of another type comes (a str given for
     # an int): a run whose values all have their hinted types never imports pydantic (~100 ms, ~14 MB).
-    expected = hint_text(hint)
-    validate: Validator | None = None  # the adapter's core validator, bound on the first check
+    # What a check reads comes in as default arguments, not closure variables: a compile makes one
+    # validator per node, and five cells (GC-tracked objects, each walked by a collection) made it twice as
+    # dear to build; a call reads them as fast. Call it with the value only. ``state`` is also the function's
+    # ``__dict__``: its ``exact`` and ``hint`` are what the engine and batches read, ``validate`` the
+    # adapter's core validator once bound (at the first value that is not of the exact type).
+    state: dict[str, Any] = {"exact": exact, "hint": hint, "validate": None}
 
-    def check(value: Any) -> Any:
-        nonlocal validate
-        if type(value) is exact:  # a value of exactly the hinted builtin type: pydantic returns it as is
+    def check(
+        value: Any, _exact: Any = exact, _node: str = node, _parameter: str = parameter, _state: dict[str, Any] = state
+    ) -> Any:
+        if type(value) is _exact:  # a value of exactly the hinted builtin type: pydantic returns it as is
             return value
-        if exact is float and type(value) is int and -_FLOAT_INT < value < _FLOAT_INT:
+        if _exact is float and type(value) is int and -_FLOAT_INT < value < _FLOAT_INT:
             return float(value)  # what pydantic's lax mode gives, without importing it
+        validate = _state["validate"]
         if validate is None:
-            adapter = _adapter(hint)  # built by build_pending at the run's start, or now
+            adapter = _adapter(_state["hint"])  # built by build_pending at the run's start, or now
             # The core validator directly: TypeAdapter.validate_python adds a wrapper layer per call.
             # A hint pydantic cannot make an adapter for is not checked, as if it had none.
-            validate = _unchecked if adapter is None else getattr(adapter, "validator", adapter).validate_python
+            validate = _state["validate"] = (
+                _unchecked if adapter is None else getattr(adapter, "validator", adapter).validate_python
+            )
         try:
             return validate(value)
         except Exception as exc:
@@ -185,11 +197,10 @@ def make_validator(hint: Any, node: str, parameter: str) -> Validator | None:
                     detail = f"{loc + ': ' if loc else ''}{first.get('msg', '')}"
                 except Exception:
                     detail = ""
-            raise TypeValidationError(node, parameter, expected, value, detail) from None
+            raise TypeValidationError(_node, _parameter, hint_text(_state["hint"]), value, detail) from None
 
-    check.exact = exact  # type: ignore[attr-defined]  # the engine skips the call for such a value
-    check.hint = hint  # type: ignore[attr-defined]  # what a batch reads (an empty cell is None if it admits None)
-    return check
+    check.__dict__ = state  # check.exact: the engine skips the call for such a value; check.hint: what a
+    return check  # batch reads (an empty cell is None if the hint admits None)
 
 
 def admits_none(hint: Any) -> bool:
