@@ -371,7 +371,7 @@ async def _drive(state: State) -> pd.DataFrame:
     progress = BatchProgress(flow.name, n)
     claim: BatchClaim | None = None
     try:
-        todo = list(range(n))
+        todo: Sequence[int] = range(n)  # (not a list: an int object per row)
         if store is not None:
             known = assign_keys(cases)  # how stored rows are found again: by content
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret, known)
@@ -501,11 +501,13 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: li
     )
     if state.copied:  # rows of the reused batch taken whole: they are rows of this batch too (their runs shared)
         by_name = bool(secret)
+        copied = [(i, result) for i in state.copied if (result := state.results[i]) is not None]
         store.write_rows(
             prepare_row(store, state, i, result, secret, secrets=secret_texts(cases.cases[i].inputs, by_name=by_name))
-            for i in state.copied
-            if (result := state.results[i]) is not None
+            for i, result in copied
         )
+        for i, result in copied:  # (a value the store cannot hold failed the row: its result says so)
+            state.results[i] = result
     return todo
 
 
