@@ -128,7 +128,7 @@ class Results:
     columns are read from the case (never copied), and the frame's columns are these lists (``column``).
     A column only some rows have (a paused row's question, usage, ...) is added when first set."""
 
-    __slots__ = ("_columns", "_done", "_fixed", "_own", "_rows", "_unset")
+    __slots__ = ("_columns", "_done", "_fixed", "_lists", "_names", "_own", "_rows", "_unset")
 
     def __init__(self, cases: Cases) -> None:
         n = len(cases.cases)
@@ -137,6 +137,8 @@ class Results:
         # The columns every result has, first (a result without one: NaN there, as DataFrame.from_records gives).
         self._fixed = len(cases.outputs) + len(STATUS_COLUMNS)
         self._columns: dict[str, list[Any]] = {c: [_NAN] * n for c in (*cases.outputs, *STATUS_COLUMNS)}
+        self._names = tuple(self._columns)  # (a result made by ``outcome``: these keys, in this order)
+        self._lists = tuple(self._columns.values())
         self._unset = n  # rows without a result
         self._done = bytearray(n)
 
@@ -152,6 +154,10 @@ class Results:
         else:
             self._done[i] = 1
             self._unset -= 1
+        if len(result) == self._fixed and tuple(result) == self._names:  # (most rows: a loop with no look-up)
+            for fixed, v in zip(self._lists, result.values(), strict=True):
+                fixed[i] = v
+            return
         for k, v in result.items():
             col = columns.get(k)
             if col is None:
@@ -281,6 +287,7 @@ async def run_rows(
     has_process = any(g.spec.options.get("executor") == "process" for g in graph.nodes.values())
     log_rows = logs.BATCH.isEnabledFor(logs.logging.DEBUG) or logs.NODE.isEnabledFor(logs.logging.INFO)
     fed_rows = state.fed  # resumed rows re-run from their changed nodes (reuse.py): stored outputs fed in
+    whole_rows = store is not None  # (a stored row is written from its result: its own columns too)
     no_outputs: dict[str, Any] = {}
 
     async def worker() -> None:
@@ -328,7 +335,7 @@ async def run_rows(
             finally:
                 progress.in_flight -= 1
             del running[i]
-            result = _result(case, run, outputs, timeout=row_timeout if timed_out else None)
+            result = _result(case, run, outputs, timeout=row_timeout if timed_out else None, whole=whole_rows)
             if has_process and result["latency"] is not None:  # a wait for a process worker is not latency
                 result["latency"] = max(0.0, result["latency"] - queue_time(run))
             if used:
@@ -344,7 +351,7 @@ async def run_rows(
             if archive is not None and kept and not on_disk:
                 archive.offer(run, status)
             elif packing and status == "succeeded" and archive is not None:  # (no store here)
-                archive.keep_succeeded(run)
+                archive.keep_succeeded(run, i)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
                 # Nothing of the finished run stays alive across the wait for the commit (unless kept): objects
@@ -748,11 +755,18 @@ def finish_partial(state: State) -> None:
 
 
 def _result(
-    case: Case, run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None
+    case: Case,
+    run: Run,
+    outputs: list[str],
+    status: str | None = None,
+    timeout: float | None = None,
+    whole: bool = True,
 ) -> dict[str, Any]:
-    # (a copy: the case's row stays as given, and the result lives as long as the row's worker needs it:
+    """Row ``case``'s result from its run: its own columns and ``outcome``'s (``whole=False``: ``outcome``'s only,
+    where nothing reads the row's own columns from it: ``Results`` reads them from the case)."""
+    # (a copy: the case's row stays as given; the result lives as long as the row's worker needs it, then
     # ``Results`` keeps its values, not the dict)
-    return _outcome_into(case.row.copy(), run, outputs, status, timeout)
+    return _outcome_into(case.row.copy() if whole else {}, run, outputs, status, timeout)
 
 
 def outcome(run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None) -> dict[str, Any]:

@@ -112,6 +112,7 @@ class RunArchive(str):
         self.budget = budget
         # run-id prefix -> per row number: -1, or where its packed run is (position << _SHAPE_BITS | shape)
         self._slots: dict[str, array.array[int]] = {}
+        self._last: array.array[int] | None = None  # the slots of the prefix registered last
         self.packed = 0  # succeeded rows kept packed
         self.used = 0  # bytes the succeeded rows' kept runs are estimated to take
         self.over = 0  # succeeded rows not kept: the budget was spent
@@ -140,22 +141,20 @@ class RunArchive(str):
         run._subscribers = []  # the batch's subscribers (progress, store) are done with it
         self.runs[run.run_id] = run
 
-    def keep_succeeded(self, run: Run) -> None:
-        """Keep a succeeded row's run packed (or whole, if the packed form cannot hold it) within the budget."""
+    def keep_succeeded(self, run: Run, row: int | None = None) -> None:
+        """Keep a succeeded row's run packed (or whole, if the packed form cannot hold it) within the budget.
+        ``row``: its row number, when its run id is ``<the prefix registered last>-<row>`` (the batch's rows)."""
         budget = self.budget
         assert budget is not None
         if self.used >= budget:  # full (or 0): nothing more is packed
             self.over += 1
             return
         c = run._c
-        where = self._where(run.run_id)
+        last = self._last
+        where = (last, row) if row is not None and last is not None else self._where(run.run_id)
         shape = None if where is None else self._shape_of(run)
         if shape is None or where is None:
-            cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
-            if self.used + cost > budget or len(self.runs) >= self.limit:
-                self.over += 1
-                return
-            self._keep_whole(run, cost)
+            self._keep_whole(run)
             return
         # (C loops: a value a frame column shows is the frame's own; an input counts a flat 32 bytes, a
         # str one being the frame's own cell and a number about that; a container its items too)
@@ -172,14 +171,12 @@ class RunArchive(str):
             self.over += 1
             return
         packed = shape.pack(run)
-        if packed is None:  # a time not set, ...: kept whole
-            cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
-            if self.used + cost > budget or len(self.runs) >= self.limit:
-                self.over += 1
-                return
-            self._keep_whole(run, cost)
+        if packed is None:  # a time not set: kept whole
+            self._keep_whole(run)
             return
         slots, row = where
+        if row >= len(slots):  # (grown by doubling: a batch's rows finish in about their order)
+            slots.extend(itertools.repeat(-1, max(row + 1, 2 * len(slots)) - len(slots)))
         self.used += cost + packed[1]
         if self.flow is None:
             self.flow = run._flow
@@ -187,7 +184,14 @@ class RunArchive(str):
             self.packed += 1
         slots[row] = packed[0] << _SHAPE_BITS | shape.number
 
-    def _keep_whole(self, run: Run, cost: int) -> None:
+    def _keep_whole(self, run: Run) -> None:
+        """Keep a succeeded run the packed form cannot hold as it is, at its estimated cost, within the budget."""
+        assert self.budget is not None
+        c = run._c
+        cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
+        if self.used + cost > self.budget or len(self.runs) >= self.limit:
+            self.over += 1
+            return
         self.used += cost
         if self.flow is None:
             self.flow = run._flow
@@ -195,16 +199,13 @@ class RunArchive(str):
         self.runs[run.run_id] = run
 
     def _where(self, run_id: str) -> tuple[array.array[int], int] | None:
-        """The slot array of ``run_id``'s prefix (grown to hold its row number) and that number; None for a run id
-        that is not ``<registered prefix>-<row>``."""
+        """The slot array of ``run_id``'s prefix and its row number; None for a run id that is not
+        ``<registered prefix>-<row>``."""
         prefix, _, row = run_id.rpartition("-")
         slots = self._slots.get(prefix)
         if slots is None or not row.isdigit():
             return None
-        n = int(row)
-        if n >= len(slots):
-            slots.extend(itertools.repeat(-1, max(n + 1, 2 * len(slots)) - len(slots)))
-        return slots, n
+        return slots, int(row)
 
     def _shape_of(self, run: Run) -> _Shape | None:
         """The ``_Shape`` whose columns can hold ``run`` packed; None when it holds more than a packed run can
@@ -288,8 +289,8 @@ class RunArchive(str):
         return run_id in self.runs or self._slot(run_id) >= 0
 
     def register(self, prefix: str) -> None:
-        if self.budget is not None and prefix not in self._slots:
-            self._slots[prefix] = array.array("q")
+        if self.budget is not None:
+            self._last = self._slots.setdefault(prefix, array.array("q"))
         if not self.findable:
             return
         _ARCHIVES[prefix] = self
