@@ -95,3 +95,20 @@ def test_a_partial_frame_shows_the_rows_not_finished_as_pending() -> None:
     pending = df[df["status"] == "pending"]
     assert pending["run_id"].isna().all() and (pending["attempts"] == 0).all()
     assert list(pending["x"]) == list(pending.index)  # the row's own columns, from its case
+
+
+def test_a_row_whose_secret_text_is_marked_again_is_copied_not_changed() -> None:
+    flow = nf.Flow("rows_secret")
+
+    @flow.node
+    def length(key: str) -> int:
+        return len(key)
+
+    text = "sk-proj-Rr92nYv5Lq1sSu6Mz"
+    nf.Secret(text)  # (made in this process: its text is known)
+    rows: list[dict[str, Any]] = [{"key": text}, {"key": "plain"}]
+    with pytest.warns(nf.NbflowWarning, match=r"\['key'\].*nf\.Secret"):
+        df = flow.batch(rows, progress=False)
+    assert type(rows[0]["key"]) is str and rows == [{"key": text}, {"key": "plain"}]  # the caller's, unchanged
+    assert isinstance(df.loc[0, "key"], nf.Secret) and df.loc[1, "key"] == "plain"
+    assert list(df["length"]) == [len(text), 5]
