@@ -371,10 +371,11 @@ async def _drive(state: State) -> pd.DataFrame:
     progress = BatchProgress(flow.name, n)
     claim: BatchClaim | None = None
     try:
-        todo = list(range(n))
+        todo: Sequence[int] = range(n)  # (not a list: an int object per row)
         if store is not None:
             known = assign_keys(cases)  # how stored rows are found again: by content
             state.batch_id = opts.batch_id or opts.experiment or batch_key(flow.name, cases, secret, known)
+            del known  # (each row's values as text, ~100 bytes a row: not kept while the rows run)
             # One process at a time per stored batch (nbflow/_store/claims.py): a second resumer is refused.
             claim = BatchClaim(store.path, state.batch_id, timeout=store.timeout, lock_wait=store.lock_wait)
             todo = _resume(state, store, progress, secret)
@@ -449,7 +450,7 @@ def _open_store(store: str | os.PathLike[str] | BatchStore | None) -> tuple[Batc
     return BatchStore(store), True
 
 
-def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: list[str]) -> list[int]:
+def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: list[str]) -> Sequence[int]:
     """Register the batch in the store; with resume (or reuse=), fill in rows still valid (nbflow/_batch/reuse.py)."""
     assert state.batch_id is not None
     opts, cases = state.opts, state.cases
@@ -489,7 +490,7 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: li
     todo = (
         reuse_rows(state, store, stored, fingerprints, progress, borrowed)
         if finished or borrowed is not None
-        else list(range(n))
+        else range(n)
     )
     state.fingerprint = store.begin_batch(
         state.batch_id,
@@ -501,11 +502,13 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: li
     )
     if state.copied:  # rows of the reused batch taken whole: they are rows of this batch too (their runs shared)
         by_name = bool(secret)
+        copied = [(i, result) for i in state.copied if (result := state.results[i]) is not None]
         store.write_rows(
             prepare_row(store, state, i, result, secret, secrets=secret_texts(cases.cases[i].inputs, by_name=by_name))
-            for i in state.copied
-            if (result := state.results[i]) is not None
+            for i, result in copied
         )
+        for i, result in copied:  # (a value the store cannot hold failed the row: its result says so)
+            state.results[i] = result
     return todo
 
 

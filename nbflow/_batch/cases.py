@@ -77,7 +77,7 @@ class Cases:
 
 
 def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows as a list of dicts plus the column order (first seen)."""
+    """Rows as a list of dicts plus the column order (first seen): the caller's dicts themselves, never changed."""
     if hasattr(rows, "to_dict") and hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame
         bad = [c for c in rows.columns if not isinstance(c, str)]
         if bad:
@@ -105,7 +105,9 @@ def _records(rows: Any) -> tuple[list[dict[str, Any]], list[str]]:
             raise BatchError(
                 f"batch row {i} is a {type(r).__name__}, not a mapping; each row must map column names to values"
             )
-        rec = dict(r)
+        # (the caller's own dict, not a copy: nothing changes a case's row, ``remark_secrets`` copies before it
+        # marks one; a copy per row was ~180 bytes a row of the batch's peak)
+        rec = r if type(r) is dict else dict(r)
         keys = rec.keys()
         if keys != last:
             for k in rec:
@@ -269,14 +271,14 @@ def prepare_cases(
     row_samples = refed is not None and refed.sampled  # a re-fed sample keeps its index (per-sample cache keys)
     index = 0
     samples = range(repeats) if repeats > 1 else (None,)
-    single = len(combos) == 1 and len(samples) == 1  # one case per row: the row's own copy is its result row
     every_input = frozenset(input_columns.values())
     same_names = all(c == target for c, target in input_columns.items())
     input_names = input_columns.keys()
     for i, rec in enumerate(records):
         for combo in combos:
             for sample in samples:
-                row = rec if single else dict(rec)  # (``_records`` copied every row already)
+                # (a dict of its own where the grid or the repeat adds to it; else the caller's row, never changed)
+                row = dict(rec) if combo or sample is not None else rec
                 if combo:
                     row.update(zip(keys, combo, strict=True))
                 if sample is not None:
@@ -287,13 +289,15 @@ def prepare_cases(
                         for c, v in row.items()
                         if c in input_columns
                     }
-                elif same_names and row.keys() == input_names:  # every column is an input of its own name
-                    inputs = row.copy()
+                elif same_names and row.keys() == input_names:  # every column is an input of its own name:
+                    inputs = row  # the row is its inputs (neither is changed once made; a run copies its inputs)
                 else:
                     inputs = {input_columns[c]: v for c, v in row.items() if c in input_columns}
                 if blank_ok:
                     for name in blank_ok:
                         if name in inputs and _is_blank(inputs[name]):
+                            if inputs is row:
+                                inputs = row.copy()
                             inputs[name] = None
                 given = every_input if len(inputs) == len(every_input) else frozenset(inputs)
                 plan = plans.get(given)

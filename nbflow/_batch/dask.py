@@ -26,7 +26,7 @@ import pickle
 import threading
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["remote_rows"]
 
-RowsRunner = Callable[["State", list[int], "BatchStore | None", list[str], BatchProgress, Any], Awaitable[None]]
+RowsRunner = Callable[["State", Sequence[int], "BatchStore | None", list[str], BatchProgress, Any], Awaitable[None]]
 
 _warned_limits: set[str] = set()  # flow names already warned about (one warning per flow per process)
 
@@ -89,7 +89,7 @@ def remote_rows(state: State) -> RowsRunner:
 
     async def run(
         state: State,
-        todo: list[int],
+        todo: Sequence[int],
         store: BatchStore | None,
         secret: list[str],
         progress: BatchProgress,
@@ -353,7 +353,7 @@ async def _run_remote(
     state: State,
     client: Any,
     blob: bytes,
-    todo: list[int],
+    todo: Sequence[int],
     store: BatchStore | None,
     secret: list[str],
     progress: BatchProgress,
@@ -363,7 +363,7 @@ async def _run_remote(
     flow, cases, opts = state.flow, state.cases, state.opts
     threads = max(1, sum(client.nthreads().values()))
     size = opts.chunk_size or default_chunk_size(len(todo), threads, opts.concurrency)
-    chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+    chunks = [list(todo[i : i + size]) for i in range(0, len(todo), size)]
     window = 2 * threads  # chunks submitted ahead, so workers never wait for the client
     # Sent to the cluster once, not with every chunk (a flow may close over big data). Broadcast to every
     # worker: scattered to one, the scheduler would send every chunk there (data locality) and few, heavy

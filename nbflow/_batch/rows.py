@@ -13,11 +13,10 @@ import gc
 import itertools
 import math
 import numbers
-import operator
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,13 +114,109 @@ class Fed:
     usage: dict[str, Any]  # the stored row's usage columns: what the reused nodes cost when they ran
 
 
+_ABSENT: Any = object()  # a cell of a column some rows' results do not have (see Results)
+_NAN = float("nan")  # a result without the column: NaN, as DataFrame.from_records gives
+
+
+class Results:
+    """The batch's live results: ``results[i]`` is row ``i``'s result as a dict (its case's own columns, then the
+    result columns), or None while it has none; ``results[i] = result`` keeps it.
+
+    Kept as one list per result column, not as the dicts: a dict per row (the case's row grown to a dozen keys)
+    held until the frame was built was the largest part of a batch's peak beyond the frame (~260 bytes a row
+    of 100,000, issue 35). A row costs a slot per column (8 bytes); its values are the frame's own, its case's
+    columns are read from the case (never copied), and the frame's columns are these lists (``column``).
+    A column only some rows have (a paused row's question, usage, ...) is added when first set."""
+
+    __slots__ = ("_columns", "_done", "_fixed", "_lists", "_names", "_own", "_rows", "_unset")
+
+    def __init__(self, cases: Cases) -> None:
+        n = len(cases.cases)
+        self._rows = [case.row for case in cases.cases]
+        self._own = frozenset(cases.columns)
+        # The columns every result has, first (a result without one: NaN there, as DataFrame.from_records gives).
+        self._fixed = len(cases.outputs) + len(STATUS_COLUMNS)
+        self._columns: dict[str, list[Any]] = {c: [_NAN] * n for c in (*cases.outputs, *STATUS_COLUMNS)}
+        self._names = tuple(self._columns)  # (a result made by ``outcome``: these keys, in this order)
+        self._lists = tuple(self._columns.values())
+        self._unset = n  # rows without a result
+        self._done = bytearray(n)
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def __setitem__(self, i: int, result: Mapping[str, Any]) -> None:
+        columns = self._columns
+        row = self._rows[i]
+        if self._done[i]:  # set again (a row the store failed): a column it no longer has is absent again
+            for extra in itertools.islice(columns.values(), self._fixed, None):
+                extra[i] = _ABSENT
+        else:
+            self._done[i] = 1
+            self._unset -= 1
+        if len(result) == self._fixed and tuple(result) == self._names:  # (most rows: a loop with no look-up)
+            for fixed, v in zip(self._lists, result.values(), strict=True):
+                fixed[i] = v
+            return
+        for k, v in result.items():
+            col = columns.get(k)
+            if col is None:
+                if k in row and row[k] is v:  # (the case's own column, as it is)
+                    continue
+                col = columns[k] = [_ABSENT] * len(self._done)
+            col[i] = v
+
+    def __getitem__(self, i: int) -> dict[str, Any] | None:
+        if not self._done[i]:
+            return None
+        out = dict(self._rows[i])
+        for k, col in self._columns.items():
+            v = col[i]
+            if v is not _ABSENT:
+                out[k] = v
+        return out
+
+    def __iter__(self) -> Iterator[dict[str, Any] | None]:
+        return map(self.__getitem__, range(len(self._done)))
+
+    def missing(self) -> list[int]:
+        """The rows with no result yet."""
+        return [i for i, done in enumerate(self._done) if not done] if self._unset else []
+
+    def statuses(self) -> list[str | None]:
+        """Each row's status (None: no result yet), without making its dict."""
+        status = self._columns["status"]
+        if not self._unset:
+            return list(status)
+        return [s if done else None for s, done in zip(status, self._done, strict=True)]
+
+    def holds(self, name: str) -> bool:
+        """Does some row's result have column ``name`` (beyond its case's own)?"""
+        return name in self._columns
+
+    def column(self, name: str, blank: Mapping[str, Any], default: Any = _NAN) -> list[Any]:
+        """Column ``name`` for every row, as the frame shows it: a row with no result yet takes ``blank``'s value
+        (a pending row's: ``unfinished``), a result without it ``default`` (its case's own column where it has
+        one). The list may be the column itself: read it, do not change it."""
+        col = self._columns.get(name)
+        if name in self._own or col is None:
+            own = list(map(dict.get, self._rows, itertools.repeat(name), itertools.repeat(default)))
+            return own if col is None else [o if v is _ABSENT else v for v, o in zip(col, own, strict=True)]
+        fill = blank.get(name, default)
+        done = self._done
+        if name not in itertools.islice(self._columns, self._fixed):  # a column only some results have
+            col = [default if v is _ABSENT else v for v in col]
+            return [v if d else fill for v, d in zip(col, done, strict=True)] if self._unset else col
+        return [v if d else fill for v, d in zip(col, done, strict=True)] if self._unset else col
+
+
 @dataclass(slots=True)
 class State:
     """The batch's live results; the partial frame can be built from it at any moment."""
 
     flow: Flow
     cases: Cases
-    results: list[dict[str, Any] | None]
+    results: Results
     opts: Options
     batch_id: str | None = None
     stopped: str | None = None
@@ -141,7 +236,7 @@ class State:
         learn_environment()
         for case in cases.cases:  # the rows' secrets (by name, nf.Secret, token shape): redacted at every sink
             learn_inputs(case.inputs, by_name=not opts.store_secrets, environment=False)
-        return cls(flow, cases, [None] * len(cases.cases), opts)
+        return cls(flow, cases, Results(cases), opts)
 
     def build(self) -> pd.DataFrame:
         self.frame = _frame(self)
@@ -150,7 +245,7 @@ class State:
 
 async def run_rows(
     state: State,
-    todo: list[int],
+    todo: Sequence[int],
     store: BatchStore | None,
     secret: list[str],
     progress: BatchProgress,
@@ -192,6 +287,7 @@ async def run_rows(
     has_process = any(g.spec.options.get("executor") == "process" for g in graph.nodes.values())
     log_rows = logs.BATCH.isEnabledFor(logs.logging.DEBUG) or logs.NODE.isEnabledFor(logs.logging.INFO)
     fed_rows = state.fed  # resumed rows re-run from their changed nodes (reuse.py): stored outputs fed in
+    whole_rows = store is not None  # (a stored row is written from its result: its own columns too)
     no_outputs: dict[str, Any] = {}
 
     async def worker() -> None:
@@ -239,7 +335,7 @@ async def run_rows(
             finally:
                 progress.in_flight -= 1
             del running[i]
-            result = _result(case, run, outputs, timeout=row_timeout if timed_out else None)
+            result = _result(case, run, outputs, timeout=row_timeout if timed_out else None, whole=whole_rows)
             if has_process and result["latency"] is not None:  # a wait for a process worker is not latency
                 result["latency"] = max(0.0, result["latency"] - queue_time(run))
             if used:
@@ -255,7 +351,7 @@ async def run_rows(
             if archive is not None and kept and not on_disk:
                 archive.offer(run, status)
             elif packing and status == "succeeded" and archive is not None:  # (no store here)
-                archive.keep_succeeded(run)
+                archive.keep_succeeded(run, i)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
                 # Nothing of the finished run stays alive across the wait for the commit (unless kept): objects
@@ -267,6 +363,7 @@ async def run_rows(
                 commit = group.write(i, result, kept_run, lineage)
                 failed = await commit
                 status = result["status"]  # (a value the store cannot hold failed the row)
+                results[i] = result  # (then the result says so)
                 if on_disk:
                     assert kept_run is not None and archive is not None
                     stored = failed is None and kept_run.run_id not in commit.left_out
@@ -610,7 +707,7 @@ def stop_warning(state: State, stored: bool) -> None:
             f"this frame with stored=False, not on disk, and resume=True runs them again"
         )
     if state.stopped is not None:
-        left = sum(1 for r in state.results if r is not None and r["status"] in ("pending", "cancelled"))
+        left = sum(1 for status in state.results.statuses() if status in ("pending", "cancelled"))
         fix = "fix the cause and run again" + (" with resume=True" if stored else "")
         warnings.warn(
             f"batch of flow {state.flow.name!r} stopped early, {state.stopped}; {left} rows were not finished "
@@ -646,9 +743,7 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
 def finish_partial(state: State) -> None:
     """Fill in rows that did not finish and build the frame (kept on the flow, too)."""
     cases = state.cases
-    for i, r in enumerate(state.results):
-        if r is not None:
-            continue
+    for i in state.results.missing():
         case = cases.cases[i]
         run = state.running.get(i)
         if run is not None:  # still marked running: cancelled mid-way, keep what its nodes produced
@@ -660,11 +755,18 @@ def finish_partial(state: State) -> None:
 
 
 def _result(
-    case: Case, run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None
+    case: Case,
+    run: Run,
+    outputs: list[str],
+    status: str | None = None,
+    timeout: float | None = None,
+    whole: bool = True,
 ) -> dict[str, Any]:
-    # The case's own row becomes its result (a case runs once per batch call; its row was copied from
-    # the caller's when the cases were made): no copy per row.
-    return _outcome_into(case.row, run, outputs, status, timeout)
+    """Row ``case``'s result from its run: its own columns and ``outcome``'s (``whole=False``: ``outcome``'s only,
+    where nothing reads the row's own columns from it: ``Results`` reads them from the case)."""
+    # (a copy: the case's row stays as given; the result lives as long as the row's worker needs it, then
+    # ``Results`` keeps its values, not the dict)
+    return _outcome_into(case.row.copy() if whole else {}, run, outputs, status, timeout)
 
 
 def outcome(run: Run, outputs: list[str], status: str | None = None, timeout: float | None = None) -> dict[str, Any]:
@@ -737,7 +839,6 @@ def result_columns(cases: Cases) -> list[str]:
 # ints costs ~6x numpy's conversion (~360 vs ~60 µs per 2,500 values), for the same int64/float64/bool
 # column. Exact types only: a mix (1 and True) or a subclass goes to pandas' inference, as before.
 _NUMPY_DTYPES = {int: "int64", float: "float64", bool: "bool"}
-_NAN = float("nan")  # a record without the column: NaN, as DataFrame.from_records gives
 _NONE = type(None)
 _TEXT: list[Callable[[list[str]], Any] | None] = []  # see _text_dtype
 
@@ -755,17 +856,18 @@ def _text_dtype() -> Callable[[list[str]], Any] | None:
     return _TEXT[0]
 
 
-def _data(records: list[dict[str, Any]], columns: list[str], inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """The frame's columns from ``records`` (what ``DataFrame.from_records`` would build, built faster), and
-    the input columns holding an ``nf.Secret``: those stay object columns, since a string column would make
-    their values plain ``str`` and what shows the frame (``nf.explore``) could no longer tell them apart."""
+def _data(get: Callable[[str], list[Any]], columns: list[str], inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The frame's columns from each one's values (``get``), what ``DataFrame.from_records`` would build of the
+    rows, built faster; and the input columns holding an ``nf.Secret``: those stay object columns, since a
+    string column would make their values plain ``str`` and what shows the frame (``nf.explore``) could no
+    longer tell them apart."""
     import numpy as np
 
     data: dict[str, Any] = {}
     secret: list[str] = []
     text = _text_dtype()
     for c in columns:
-        values = list(map(dict.get, records, itertools.repeat(c), itertools.repeat(_NAN)))
+        values = get(c)
         kinds = set(map(type, values))
         if len(kinds) == 1:
             kind = next(iter(kinds))
@@ -790,35 +892,49 @@ def _data(records: list[dict[str, Any]], columns: list[str], inputs: list[str]) 
     return data, secret
 
 
+# The result columns of a row with no result (``unfinished``'s), as the frame shows it.
+_BLANK = {
+    "status": "pending",
+    "error_type": None,
+    "error_message": None,
+    "error_node": None,
+    "attempts": 0,
+    "latency": None,
+    "run_id": None,
+}
+
+
 def _frame(state: State) -> pd.DataFrame:
     import pandas as pd
 
     cases = state.cases
+    results = state.results
     columns = result_columns(cases)
-    records = [
-        r if r is not None else unfinished(c, cases.outputs, None)
-        for r, c in zip(state.results, cases.cases, strict=False)
-    ]
-    statuses = [r["status"] for r in records]
+    blank = {**dict.fromkeys(cases.outputs), **_BLANK}
+    statuses = results.column("status", blank)
+    made: dict[str, list[Any]] = {}  # columns made here rather than read from the results
     if "paused" in statuses:
         columns = [*columns, *QUESTION_COLUMNS]
     if state.not_stored:  # a store write failed: which rows are on disk
         columns = [*columns, STORED_COLUMN]
-        for k, r in enumerate(records):
-            r[STORED_COLUMN] = k not in state.not_stored and r["status"] in FINISHED
+        not_stored = state.not_stored
+        made[STORED_COLUMN] = [k not in not_stored and s in FINISHED for k, s in enumerate(statuses)]
     if state.reused and REUSED_COLUMN not in columns:  # which nodes each row reused (a fresh row: none)
         columns = [*columns, REUSED_COLUMN]
-        for r in records:
-            if REUSED_COLUMN not in r:
-                r[REUSED_COLUMN] = []
-    # (map/contains: one pass in C over the rows, a third of a generator's time per row)
-    if any(map(operator.contains, records, itertools.repeat(USAGE_COLUMNS[0]))):  # some node reported usage
+        made[REUSED_COLUMN] = [[] if v is _ABSENT else v for v in results.column(REUSED_COLUMN, blank, _ABSENT)]
+    if results.holds(USAGE_COLUMNS[0]) or USAGE_COLUMNS[0] in cases.columns:  # some node reported usage
         columns += USAGE_COLUMNS  # every finished row counts
-        for r in records:
-            if USAGE_COLUMNS[0] not in r and r["status"] in FINISHED:
-                r.update(dict.fromkeys(USAGE_COLUMNS, 0))
-    if records:
-        data, secret = _data(records, columns, cases.columns)
+        for u in USAGE_COLUMNS:
+            made[u] = [
+                v if v is not _ABSENT else 0 if s in FINISHED else _NAN
+                for v, s in zip(results.column(u, blank, _ABSENT), statuses, strict=True)
+            ]
+    if len(results):
+        data, secret = _data(
+            lambda c: made[c] if c in made else statuses if c == "status" else results.column(c, blank),
+            columns,
+            cases.columns,
+        )
         frame = pd.DataFrame(data, columns=columns, copy=False)  # (the columns were made here for it)
         for c in secret:
             frame[c] = pd.Series(data[c], index=frame.index, dtype=object)

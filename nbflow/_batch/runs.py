@@ -9,10 +9,12 @@ paused ones (and a run the store could not take whole) stay in memory too: a suc
 back from the store, as after a restart (its secret inputs redacted).
 
 Without ``store=`` and without ``keep=`` every row opens: failed and paused rows keep their full record
-(``keep="failed"``), and each succeeded row's run is kept **packed** (``RunArchive.packed``): one tuple per row
-holding its outputs by reference (an output the frame shows is the frame's own object), its inputs' values,
-its times packed in one ``bytes``; its nodes' recorded inputs are rebuilt from the outputs when opened (kept
-only where they differ), so a row costs a few hundred bytes beside what its nodes returned. The packed runs
+(``keep="failed"``), and each succeeded row's run is kept **packed**: no object per row, but a few slots in
+columns shared by the runs of one plan (``_Shape``): its inputs' values and its outputs by reference (an output
+the frame shows is the frame's own object) in one list, its times in one ``array("d")``, and its position in
+an ``array("q")`` indexed by the row number its run id ends with; its nodes' recorded inputs are rebuilt from
+the outputs when opened (kept only where they differ), so a row costs ~100 bytes beside what its nodes
+returned, and packing it is a few appends (no object the garbage collector must follow). The packed runs
 share a memory budget (``nbflow.config.keep_memory``, 64 MiB): a row past it is not kept, and ``unopenable``
 says so before anyone clicks it. A run the packed form cannot hold whole (an attempt with usage or calls, a
 skipped node, a retry) is kept as it is, at its estimated cost, within the same budget.
@@ -28,10 +30,10 @@ names it in ``attrs["store"]``.
 
 from __future__ import annotations
 
+import array
 import collections
 import itertools
 import operator
-import struct
 import uuid
 import weakref
 from sys import getsizeof
@@ -51,7 +53,8 @@ __all__ = ["KEEP_CHOICES", "KEEP_LIMIT", "FrameRuns", "RunArchive", "archive_of"
 
 KEEP_CHOICES = ("failed", "all", "none")
 KEEP_LIMIT = 10_000
-_SLOT = 48  # bytes a packed run adds to the archive's dict besides its own objects (estimate, CPython 3.11+)
+_SLOT = 8  # bytes a packed run adds to its row's slot array (``RunArchive._slots``)
+_SHAPE_BITS = 16  # a packed run's slot: its position in its shape's columns << 16 | the shape's number
 _RUN_BYTES = (1_024, 700)  # a whole run kept as it is: estimated bytes, fixed and per node (measured: ~3 KiB for 3)
 # What a finished batch row's run holds in its __dict__ when it is plain (anything else: kept whole, not packed).
 _PLAIN_RUN = frozenset(
@@ -107,7 +110,10 @@ class RunArchive(str):
         self.variants: dict[str, dict[str, Any]] = {}  # the grid's named variants, real values (a re-fed frame's)
         # keep= left to its default without a store: succeeded rows' runs packed, within ``budget`` bytes
         self.budget = budget
-        self.packed: dict[str, tuple[Any, ...]] = {}
+        # run-id prefix -> per row number: -1, or where its packed run is (position << _SHAPE_BITS | shape)
+        self._slots: dict[str, array.array[int]] = {}
+        self._last: array.array[int] | None = None  # the slots of the prefix registered last
+        self.packed = 0  # succeeded rows kept packed
         self.used = 0  # bytes the succeeded rows' kept runs are estimated to take
         self.over = 0  # succeeded rows not kept: the budget was spent
         self.outputs: frozenset[str] = frozenset()  # the frame's output columns: their values are the frame's
@@ -135,48 +141,75 @@ class RunArchive(str):
         run._subscribers = []  # the batch's subscribers (progress, store) are done with it
         self.runs[run.run_id] = run
 
-    def keep_succeeded(self, run: Run) -> None:
-        """Keep a succeeded row's run packed (or whole, if the packed form cannot hold it) within the budget."""
+    def keep_succeeded(self, run: Run, row: int | None = None) -> None:
+        """Keep a succeeded row's run packed (or whole, if the packed form cannot hold it) within the budget.
+        ``row``: its row number, when its run id is ``<the prefix registered last>-<row>`` (the batch's rows)."""
         budget = self.budget
         assert budget is not None
         if self.used >= budget:  # full (or 0): nothing more is packed
             self.over += 1
             return
         c = run._c
-        entry = self._pack(run)
-        if entry is None:
-            cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
-        else:
-            shape = self._shape_list[entry[0]]
-            # (C loops: a value a frame column shows is the frame's own; an input counts a flat 32 bytes, a
-            # str one being the frame's own cell and a number about that; a container its items too)
-            cost = shape.bytes
-            inputs = run.inputs.values()
-            if not _CONTAINERS.isdisjoint(map(type, inputs)):
-                cost += sum(map(_size, inputs))
-            counted = shape.counted(c.output) if shape.counted is not None else ()
-            if counted:
-                cost += sum(map(getsizeof, counted))
-                if not _CONTAINERS.isdisjoint(map(type, counted)):
-                    cost += sum(map(_size, counted)) - sum(map(getsizeof, counted))
-            if entry[2] is not None:
-                cost += sum(map(_size, entry[2]))
-        if self.used + cost > budget or (entry is None and len(self.runs) >= self.limit):
+        last = self._last
+        where = (last, row) if row is not None and last is not None else self._where(run.run_id)
+        shape = None if where is None else self._shape_of(run)
+        if shape is None or where is None:
+            self._keep_whole(run)
+            return
+        # (C loops: a value a frame column shows is the frame's own; an input counts a flat 32 bytes, a
+        # str one being the frame's own cell and a number about that; a container its items too)
+        cost = shape.bytes
+        inputs = run.inputs.values()
+        if not _CONTAINERS.isdisjoint(map(type, inputs)):
+            cost += sum(map(_size, inputs))
+        counted = shape.counted(c.output) if shape.counted is not None else ()
+        if counted:
+            cost += sum(map(getsizeof, counted))
+            if not _CONTAINERS.isdisjoint(map(type, counted)):
+                cost += sum(map(_size, counted)) - sum(map(getsizeof, counted))
+        if self.used + cost > budget:
+            self.over += 1
+            return
+        packed = shape.pack(run)
+        if packed is None:  # a time not set: kept whole
+            self._keep_whole(run)
+            return
+        slots, row = where
+        if row >= len(slots):  # (grown by doubling: a batch's rows finish in about their order)
+            slots.extend(itertools.repeat(-1, max(row + 1, 2 * len(slots)) - len(slots)))
+        self.used += cost + packed[1]
+        if self.flow is None:
+            self.flow = run._flow
+        if slots[row] < 0:
+            self.packed += 1
+        slots[row] = packed[0] << _SHAPE_BITS | shape.number
+
+    def _keep_whole(self, run: Run) -> None:
+        """Keep a succeeded run the packed form cannot hold as it is, at its estimated cost, within the budget."""
+        assert self.budget is not None
+        c = run._c
+        cost = _RUN_BYTES[0] + _RUN_BYTES[1] * len(c.names) + sum(map(_size, c.output))
+        if self.used + cost > self.budget or len(self.runs) >= self.limit:
             self.over += 1
             return
         self.used += cost
         if self.flow is None:
             self.flow = run._flow
-        if entry is None:
-            run._subscribers = []
-            self.runs[run.run_id] = run
-        else:
-            self.packed[run.run_id] = entry
+        run._subscribers = []
+        self.runs[run.run_id] = run
 
-    def _pack(self, run: Run) -> tuple[Any, ...] | None:
-        """``run`` as one tuple: ``(shape number, times, recorded inputs or None, *input values, *outputs)`` (no
-        object of its own that the collector must follow); None when it holds more than that (usage, calls,
-        retries, a skipped node, a question, ...)."""
+    def _where(self, run_id: str) -> tuple[array.array[int], int] | None:
+        """The slot array of ``run_id``'s prefix and its row number; None for a run id that is not
+        ``<registered prefix>-<row>``."""
+        prefix, _, row = run_id.rpartition("-")
+        slots = self._slots.get(prefix)
+        if slots is None or not row.isdigit():
+            return None
+        return slots, int(row)
+
+    def _shape_of(self, run: Run) -> _Shape | None:
+        """The ``_Shape`` whose columns can hold ``run`` packed; None when it holds more than a packed run can
+        (usage, calls, retries, a skipped node, a question, ...)."""
         c = run._c
         names = c.names
         n = len(names)
@@ -193,56 +226,36 @@ class RunArchive(str):
             or run.saved
         ):
             return None
-        inputs = run.inputs
-        key = (run.flow, names, tuple(inputs))
+        key = (run.flow, names, tuple(run.inputs))
         number = self._shapes.get(key)
         if number is None:
-            number = self._shapes[key] = len(self._shape_list)
-            self._shape_list.append(_Shape(key, self.graph, self.outputs))
-        shape = self._shape_list[number]
-        try:
-            times = shape.times.pack(run.started_at, run.finished_at, *c.started, *c.finished)
-        except struct.error:  # a time not set
-            return None
-        output = c.output
-        recorded: list[Mapping[str, Any] | None] | None = None
-        for i in shape.verify:  # nodes whose recorded inputs may not be what the sources gave (see _Shape)
-            have: Any = c.inputs[i]  # (never None here: checked above)
-            deps = shape.deps[i]
-            same = deps is not None
-            if deps is not None:
-                k = 0
-                for param, j, src in deps:
-                    value = output[j] if j >= 0 else inputs.get(src, _ABSENT)
-                    if value is not _ABSENT:
-                        k += 1
-                        if have.get(param, _ABSENT) is not value:
-                            same = False
-                            break
-                same = same and k == len(have)
-            if not same:
-                if recorded is None:
-                    recorded = [None] * n
-                recorded[i] = have
-        return (number, times, None if recorded is None else tuple(recorded), *inputs.values(), *output)
+            number = len(self._shape_list)
+            if number >= 1 << _SHAPE_BITS:
+                return None
+            self._shapes[key] = number
+            self._shape_list.append(_Shape(key, self.graph, self.outputs, number))
+        return self._shape_list[number]
 
-    def _unpack(self, run_id: str, entry: tuple[Any, ...]) -> Run:
-        """The run ``_pack`` packed, as it was (its nodes' recorded inputs rebuilt from their sources)."""
+    def _unpack(self, run_id: str, slot: int) -> Run:
+        """The run ``_Shape.pack`` packed, as it was (its nodes' recorded inputs rebuilt from their sources)."""
         from nbflow._core.states import NodeStatus, RunStatus
         from nbflow._record.run import Run
 
-        shape = self._shape_list[entry[0]]
-        times, recorded = entry[1], entry[2]
+        shape = self._shape_list[slot & ((1 << _SHAPE_BITS) - 1)]
+        p = slot >> _SHAPE_BITS
         flow, names, keys = shape.key
         n, k = len(names), len(keys)
-        inputs = dict(zip(keys, entry[3 : 3 + k], strict=True))
+        width, span = k + n, 2 + 2 * n
+        values = shape.values[p * width : (p + 1) * width]
+        t = shape.times[p * span : (p + 1) * span]
+        recorded = shape.recorded.get(p)
+        inputs = dict(zip(keys, values[:k], strict=True))
         run = Run(flow, run_id, inputs, names)
-        t = shape.times.unpack(times)
         run.started_at, run.finished_at = t[0], t[1]
         c = run._c
         c.status[:] = [NodeStatus.SUCCEEDED] * n
         output = c.output
-        output[:] = entry[3 + k :]
+        output[:] = values[k:]
         c.started[:] = t[2 : 2 + n]
         c.finished[:] = t[2 + n :]
         c.attempts[:] = [_lean()[0]] * n
@@ -261,13 +274,23 @@ class RunArchive(str):
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        entry = self.packed.get(run_id)
-        return None if entry is None else self._unpack(run_id, entry)
+        slot = self._slot(run_id)
+        return None if slot < 0 else self._unpack(run_id, slot)
+
+    def _slot(self, run_id: str) -> int:
+        """Where ``run_id``'s packed run is (``_unpack``), or -1."""
+        prefix, _, row = run_id.rpartition("-")
+        slots = self._slots.get(prefix)
+        if slots is None or not row.isdigit() or int(row) >= len(slots):
+            return -1
+        return slots[int(row)]
 
     def holds(self, run_id: str) -> bool:
-        return run_id in self.runs or run_id in self.packed
+        return run_id in self.runs or self._slot(run_id) >= 0
 
     def register(self, prefix: str) -> None:
+        if self.budget is not None:
+            self._last = self._slots.setdefault(prefix, array.array("q"))
         if not self.findable:
             return
         _ARCHIVES[prefix] = self
@@ -288,7 +311,7 @@ class RunArchive(str):
 
     def __repr__(self) -> str:
         where = f", store={self.store!r}" if self.store else ""
-        packed = f", {len(self.packed)} packed" if self.budget is not None else ""
+        packed = f", {self.packed} packed" if self.budget is not None else ""
         return f"<RunArchive keep={self.policy!r}: {len(self.runs)} runs in memory{packed}{where}>"
 
     def __reduce__(self) -> Any:
@@ -304,27 +327,40 @@ class RunArchive(str):
 
 
 class _Shape:
-    """What the packed runs of one plan share: ``key`` (flow, node names, input names), the layout of their
-    times, their fixed size, which outputs are the frame's own (``own``), and how each node's recorded inputs
-    are rebuilt: ``(param, source node's index or -1, input name)`` per parameter, as the engine gathers
-    them (None: never rebuilt: a merge, or a node the graph does not know).
+    """The packed runs of one plan: ``key`` (flow, node names, input names), their columns, their fixed size,
+    which outputs no frame column holds (``counted``), and how each node's recorded inputs are rebuilt:
+    ``(param, source node's index or -1, input name)`` per parameter, as the engine gathers them (None: never
+    rebuilt: a merge, or a node the graph does not know).
+
+    The columns: ``values`` holds each packed run's input values then its outputs (``width`` slots a run),
+    ``times`` its start and end then its nodes' starts and ends (``span`` floats a run), ``recorded`` the few
+    recorded inputs that differ from what the sources gave, by position. No object per run: packing is a few
+    appends, and the garbage collector follows one list per plan, not one tuple per row.
 
     A packed run is a lean-path run (every attempt ``LEAN``), whose nodes were called with exactly what their
     sources gave, except where a parameter's type check may hand back another object: those nodes (and
     the unknown ones) are ``verify``-ed per row, and their recorded inputs kept where they differ.
     ``tests/batch/test_every_row_opens.py`` opens packed runs against whole ones of the same rows."""
 
-    __slots__ = ("bytes", "counted", "deps", "key", "times", "verify")
+    __slots__ = ("bytes", "counted", "deps", "key", "number", "recorded", "span", "times", "values", "verify", "width")
 
     def __init__(
-        self, key: tuple[str, tuple[str, ...], tuple[str, ...]], graph: Graph | None, outputs: frozenset[str]
+        self,
+        key: tuple[str, tuple[str, ...], tuple[str, ...]],
+        graph: Graph | None,
+        outputs: frozenset[str],
+        number: int = 0,
     ) -> None:
         _, names, keys = key
         n = len(names)
         self.key = key
-        self.times = struct.Struct(f"{2 + 2 * n}d")
-        # the entry tuple, its times, and a slot of the archive's dict (outputs and input values: counted apart)
-        self.bytes = getsizeof((None,) * (3 + len(keys) + n)) + getsizeof(b"x" * self.times.size) + _SLOT
+        self.number = number
+        self.width, self.span = len(keys) + n, 2 + 2 * n
+        self.values: list[Any] = []
+        self.times = array.array("d")
+        self.recorded: dict[int, tuple[Mapping[str, Any] | None, ...]] = {}
+        # its slots in the columns, and its row's slot (outputs and input values: counted apart)
+        self.bytes = 8 * self.width + 8 * self.span + _SLOT
         self.bytes += 32 * len(keys)  # the inputs' values, a flat estimate (see keep_succeeded)
         counted = [i for i, name in enumerate(names) if name not in outputs]  # outputs no frame column holds
         # (a getter of those outputs, as a tuple; None: none)
@@ -344,6 +380,47 @@ class _Shape:
                 verify.append(i)
         self.deps = tuple(deps)
         self.verify = tuple(verify)
+
+    def pack(self, run: Run) -> tuple[int, int] | None:
+        """Append ``run`` (of this shape, plain: ``RunArchive._shape_of``) to the columns: its position and the bytes
+        its kept recorded inputs take; None (nothing appended) when a time is not set."""
+        c = run._c
+        times = self.times
+        end = len(times)
+        try:
+            times.extend((run.started_at, run.finished_at, *c.started, *c.finished))  # type: ignore[arg-type]
+        except TypeError:  # a time not set
+            del times[end:]
+            return None
+        output = c.output
+        inputs = run.inputs
+        recorded: list[Mapping[str, Any] | None] | None = None
+        for i in self.verify:  # nodes whose recorded inputs may not be what the sources gave (see above)
+            have: Any = c.inputs[i]  # (never None here: checked by _shape_of)
+            deps = self.deps[i]
+            same = deps is not None
+            if deps is not None:
+                k = 0
+                for param, j, src in deps:
+                    value = output[j] if j >= 0 else inputs.get(src, _ABSENT)
+                    if value is not _ABSENT:
+                        k += 1
+                        if have.get(param, _ABSENT) is not value:
+                            same = False
+                            break
+                same = same and k == len(have)
+            if not same:
+                if recorded is None:
+                    recorded = [None] * len(output)
+                recorded[i] = have
+        values = self.values
+        position = len(values) // self.width
+        values.extend(inputs.values())
+        values.extend(output)
+        if recorded is None:
+            return position, 0
+        self.recorded[position] = tuple(recorded)
+        return position, _SLOT * 6 + sum(map(_size, recorded))
 
 
 _ABSENT = object()

@@ -71,7 +71,7 @@ def live_variants(state: State) -> Any:
 
     def counts() -> list[dict[str, Any]]:
         statuses = [
-            r["status"] if r is not None else ("running" if i in running else "pending") for i, r in enumerate(results)
+            s if s is not None else ("running" if i in running else "pending") for i, s in enumerate(results.statuses())
         ]
         return count_by_variant(labels, statuses)
 

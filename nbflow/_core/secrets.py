@@ -181,15 +181,18 @@ _MARKED: set[str] = set()
 
 def remark_secrets(records: list[dict[str, Any]]) -> list[str]:
     """Turn every plain ``str`` value of ``records`` whose text is that of an ``nf.Secret`` made in this process
-    back into an ``nf.Secret`` (in place); returns the columns where that happened, for a warning."""
+    back into an ``nf.Secret``; returns the columns where that happened, for a warning. A record is replaced in
+    ``records`` by a copy before it is changed: the dicts themselves may be the caller's."""
     if not _MARKED:
         return []
     marked = _MARKED
     found: dict[str, None] = {}
-    for rec in records:
-        for k, v in rec.items():
-            if type(v) is str and v in marked:
-                rec[k] = Secret(v)
+    for j, rec in enumerate(records):
+        keys = [k for k, v in rec.items() if type(v) is str and v in marked]
+        if keys:
+            rec = records[j] = dict(rec)
+            for k in keys:
+                rec[k] = Secret(rec[k])
                 found[k] = None
     return list(found)
 
