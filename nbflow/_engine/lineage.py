@@ -189,16 +189,15 @@ def lineage_of(run: Run) -> dict[str, Any]:
     return data
 
 
-def _lineage_of(run: Run, compact: bool = False) -> dict[str, Any]:
+def _lineage_of(run: Run, compact: bool = False, redact: Redactor | None = None) -> dict[str, Any]:
     """The run's lineage; ``compact``: as a batch row keeps it (``nbflow._record.lineage.compact`` of it, made
-    directly: a row whose run is not kept needs no other form)."""
+    directly: a row whose run is not kept needs no other form). ``redact``: the run's (``_redactor``), if known."""
     graph = run.graph
     if graph is None:
         raise ValueError("the run has no graph")
-    flow = run._flow
-    validate = bool(getattr(flow, "validate", True))
-    code = code_versions(graph, validate)
-    redact = _redactor(run._root.inputs)
+    code = None if compact else code_versions(graph, bool(getattr(run._flow, "validate", True)))
+    if redact is None:
+        redact = _redactor(run._root.inputs)
     templates = _templates(graph)
     inputs = run.inputs
     outputs: dict[str, str | None] = {}
@@ -228,7 +227,7 @@ def _lineage_of(run: Run, compact: bool = False) -> dict[str, Any]:
                         extra = cold[i] = {}
                     extra["_cache_id"] = version  # (the record's ``_cache_id``)
         params = _inputs(template, inputs, outputs, redact, compact)
-        if compact:
+        if code is None:
             nodes[name] = [outputs.get(name), params]
         else:
             nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
@@ -336,16 +335,16 @@ def row_lineage(run: Run) -> str | None:
 
     if run.graph is None:
         return None
+    redact = _redactor(run._root.inputs)
     try:
         memo = run.__dict__.get("_lineage_memo")  # (computed whole already: the row's form is read from it)
         if memo is not None and memo[0] == (run.status, run.finished_at):
             data = compact(memo[1])
         else:
-            data = _lineage_of(run, compact=True)
+            data = _lineage_of(run, compact=True, redact=redact)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
     text = lineage_json(data)
-    redact = _redactor(run._root.inputs)
     if redact:
         text = redact(text)
     return str(gate(text))
