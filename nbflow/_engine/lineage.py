@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name, secret_texts
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, gate, is_secret_name, secret_texts
 from nbflow._core.states import NodeStatus
 from nbflow._engine.caching import data_version, node_fingerprints
+from nbflow._record.lineage import compact, lineage_json
 
 if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
@@ -330,9 +331,6 @@ def _inputs(
 def row_lineage(run: Run) -> str | None:
     """A finished batch row's lineage as its stored row keeps it when its run is not kept
     (``nbflow._record.lineage.compact``, JSON, redacted); None for a run without its graph."""
-    from nbflow._core.secrets import gate
-    from nbflow._record.lineage import compact, lineage_json
-
     if run.graph is None:
         return None
     redact = _redactor(run._root.inputs)
