@@ -6,7 +6,8 @@ as they are, into fresh files with nbflow's own schema and statements (``BatchSt
 ``_COMPACT_RUN_SQL``), in groups of ``--group`` rows (one transaction each, WAL, synchronous=NORMAL, as the
 group commit writes them): no encoding, no keys, no Python of nbflow's between the statements. That is what
 the bytes and the inserts cost by themselves, whatever code prepares them (a run's record includes its lineage,
-the JSON ``run.lineage()`` reads after a restart). Beside it, in the same process
+the JSON ``run.lineage()`` reads after a restart). Also timed alone: hashing the values a row's lineage names
+(the data versions: SHA-256 of each input's and output's pickle), a floor of its own. Beside it, in the same process
 and interleaved round by round, what ``store=`` adds per row to the same batch (paired, as
 ``store_overhead.py`` measures it). CPU time of the process, the collector off while timing, min and median
 of the rounds.
@@ -98,6 +99,28 @@ def lineage_cost(flow: Any, inputs: list[dict[str, int]]) -> float:
         gc.enable()
 
 
+def hashing_cost(flow: Any, inputs: list[dict[str, int]]) -> float:
+    """CPU seconds per row of hashing, by the data versions' own rule (SHA-256 of the protocol-5 pickle), every
+    value a row's lineage names: each input and each node's output. No store avoids it (a lineage names its data
+    by content); nbflow's cache of small scalars' versions is not used here, so it is what a row costs at most."""
+    import hashlib
+    import pickle
+
+    frame = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, keep="all"))
+    values = [[*run.inputs.values(), *run.outputs.values()] for run in frame.nbflow.runs()]
+    sha, dumps = hashlib.sha256, pickle.dumps
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        for row in values:
+            for v in row:
+                "v:" + sha(dumps(v, protocol=5)).hexdigest()
+        return (time.process_time() - t0) / len(values)
+    finally:
+        gc.enable()
+
+
 async def added(flow: Any, rows: list[dict[str, int]], path: str, keep: str | None) -> float:
     """CPU seconds ``store=`` added to one batch: with the store minus without, back to back."""
     spent = []
@@ -134,8 +157,10 @@ def main() -> None:
         floor: dict[str, list[float]] = {k: [] for k in kinds}
         nb: dict[str, list[float]] = {k: [] for k in kinds}
         lineage: list[float] = []
+        hashing: list[float] = []
         for r in range(args.rounds):
             lineage.append(lineage_cost(flow, inputs))
+            hashing.append(hashing_cost(flow, inputs))
             for keep in kinds:
                 rows, runs = content[keep]
                 floor[keep].append(rewrite(os.path.join(tmp, f"floor-{keep}-{r}.db"), rows, runs, args.group) / n)
@@ -166,6 +191,16 @@ def main() -> None:
         f"  computing each run's lineage (nbflow/_engine/lineage.py) costs {min(lineage) * 1e6:.1f} / "
         f"{lin * 1e6:.1f} µs a row (min / median); keep='all' without it: "
         f"{(statistics.median(a) - lin) / statistics.median(f):.2f}x the floor (median)"
+    )
+    h = statistics.median(hashing)
+    print(
+        f"  hashing the values a row's lineage names (its inputs and outputs, SHA-256 of their pickles) costs "
+        f"{min(hashing) * 1e6:.1f} / {h * 1e6:.1f} µs a row (min / median): the floor with it (median) is "
+        + ", ".join(
+            f"keep={keep!r} {(statistics.median(floor[keep]) + h) * 1e6:.1f} µs, store= adds "
+            f"{statistics.median(nb[keep]) / (statistics.median(floor[keep]) + h):.2f}x it"
+            for keep in kinds
+        )
     )
     print("  load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, gate, is_secret_name, secret_texts
 from nbflow._core.states import NodeStatus
 from nbflow._engine.caching import data_version, node_fingerprints
+from nbflow._record.lineage import compact, lineage_json
 
 if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
@@ -120,6 +121,12 @@ def _packages(graph: Graph) -> dict[str, str]:
 
 def environment(graph: Graph) -> dict[str, Any]:
     """nbflow, Python and package versions and the git commit of the flow's code (once per graph)."""
+    return dict(_environment(graph))
+
+
+def _environment(graph: Graph) -> dict[str, Any]:
+    """``environment``'s one dict per graph, shared by every run's lineage (never changed: each reader copies
+    it, ``nbflow._record.lineage.frame``; a run's lineage holds it as JSON once stored)."""
     found = graph._views.get("lineage_environment")
     if found is None:
         folder = _code_folder(graph)
@@ -129,7 +136,7 @@ def environment(graph: Graph) -> dict[str, Any]:
             "packages": _packages(graph),
             "git": git_commit(folder) if folder is not None else None,
         }
-    return dict(found)
+    return found
 
 
 def code_versions(graph: Graph, validate: bool) -> dict[str, str | None]:
@@ -183,14 +190,17 @@ def lineage_of(run: Run) -> dict[str, Any]:
     return data
 
 
-def _lineage_of(run: Run) -> dict[str, Any]:
+def _lineage_of(run: Run, compact: bool = False, redact: Redactor | None = None) -> dict[str, Any]:
+    """The run's lineage; ``compact``: as a batch row keeps it (``nbflow._record.lineage.compact`` of it, made
+    directly: a row whose run is not kept needs no other form). ``redact``: the run's (``_redactor``), if known."""
     graph = run.graph
     if graph is None:
         raise ValueError("the run has no graph")
-    flow = run._flow
-    validate = bool(getattr(flow, "validate", True))
-    code = code_versions(graph, validate)
-    redact = Redactor.for_inputs(run._root.inputs)
+    code = None if compact else code_versions(graph, bool(getattr(run._flow, "validate", True)))
+    if redact is None:
+        redact = _redactor(run._root.inputs)
+    templates = _templates(graph)
+    inputs = run.inputs
     outputs: dict[str, str | None] = {}
     nodes: dict[str, Any] = {}
     # The run's node columns are read directly (``run.nodes`` would make a record view per node: a batch row
@@ -199,9 +209,14 @@ def _lineage_of(run: Run) -> dict[str, Any]:
     statuses, outs, cold = c.status, c.output, c.cold
     for i, name in enumerate(c.names):
         status = statuses[i]
-        if status is NodeStatus.PENDING or name not in graph.nodes:
+        if status is _PENDING:
             continue
-        if status is NodeStatus.SUCCEEDED:
+        template = templates.get(name)
+        if template is None:
+            if name not in graph.nodes:
+                continue
+            template = _template(graph, name)
+        if status is _SUCCEEDED:
             extra = cold[i]
             cached = None if extra is None else extra.get("_cache_id")
             if isinstance(cached, str):
@@ -212,16 +227,40 @@ def _lineage_of(run: Run) -> dict[str, Any]:
                     if extra is None:
                         extra = cold[i] = {}
                     extra["_cache_id"] = version  # (the record's ``_cache_id``)
-        params = node_inputs(graph, name, run.inputs, outputs, redact)
-        nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
-    return {"env": environment(graph), "nodes": nodes}
+        params = _inputs(template, inputs, outputs, redact, compact)
+        if code is None:
+            nodes[name] = [outputs.get(name), params]
+        else:
+            nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
+    if compact:
+        return {"nodes": nodes}
+    return {"env": _environment(graph), "nodes": nodes}
+
+
+_PENDING = NodeStatus.PENDING
+_SUCCEEDED = NodeStatus.SUCCEEDED
+_NO_REDACTION = Redactor(())  # (never given secrets of its own: it redacts the process's known secrets alone)
+
+
+def _redactor(inputs: Mapping[str, Any]) -> Redactor:
+    """``Redactor.for_inputs(inputs)``; the one shared redactor of no secret of their own for the common inputs."""
+    texts = secret_texts(inputs)
+    return Redactor(texts) if texts else _NO_REDACTION
+
+
+def _templates(graph: Graph) -> dict[str, list[tuple[Any, ...]]]:
+    """The graph's ``_template``s made so far, by node name."""
+    views = graph._views.get("lineage_params")
+    if views is None:
+        views = graph._views["lineage_params"] = {}
+    return views
 
 
 def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
     """Node ``name``'s parameters as ``node_inputs`` reads them, once per graph (a graph never changes):
-    ``(parameter, source, alternatives)`` of an upstream node, ``(parameter, source, secret name, has default,
-    default's repr, default's version)`` of a flow input."""
-    views = graph._views.setdefault("lineage_params", {})
+    ``(parameter, source, alternatives)`` of an upstream node (alternatives None: ``source`` alone),
+    ``(parameter, source, secret name, has default, default's repr, default's version)`` of a flow input."""
+    views = _templates(graph)
     found = views.get(name)
     if found is None:
         g = graph.nodes[name]
@@ -232,7 +271,8 @@ def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
             if dep is None:
                 continue  # a resource
             if dep.is_node:
-                found.append((p.name, dep.source, dep.alternatives or (dep.source,)))
+                alternatives = dep.alternatives or (dep.source,)
+                found.append((p.name, dep.source, None if alternatives == (dep.source,) else alternatives))
             else:
                 has = p.default is not MISSING
                 secret = is_secret_name(dep.source)
@@ -243,25 +283,44 @@ def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
     return found
 
 
-_NO_REDACTION = Redactor(())
-
-
 def node_inputs(
     graph: Graph, name: str, inputs: Mapping[str, Any], outputs: Mapping[str, str | None], redact: Redactor
 ) -> list[list[Any]]:
     """Where each parameter of node ``name`` came from: ``[parameter, source, kind, value, data version]`` with
     ``kind`` ``node`` (``outputs``: the upstream nodes' output versions), ``input`` (the run's ``inputs``) or
     ``default``; ``value`` a short redacted repr (None for a node's output), a secret's version None."""
+    return _inputs(_template(graph, name), inputs, outputs, redact, False)
+
+
+_PLAIN_INPUTS = frozenset({int, bool, float, type(None)})  # shown by their repr, no text of a secret in them
+
+
+def _inputs(
+    template: list[tuple[Any, ...]],
+    inputs: Mapping[str, Any],
+    outputs: Mapping[str, str | None],
+    redact: Redactor,
+    compact: bool,
+) -> list[list[Any]]:
+    """``node_inputs`` from the node's ``_template``; ``compact``: a node's output as a row keeps it,
+    ``[parameter, source, "node"]`` (its version is that node's output, written once)."""
     params: list[list[Any]] = []
-    for t in _template(graph, name):
+    plain = not redact  # no secret of the run's nor known in the process: no text to look for
+    for t in template:
         if len(t) == 3:
             param, source, alternatives = t
-            up = next((a for a in alternatives if a in outputs), source)
-            params.append([param, up, "node", None, outputs.get(up)])
+            up = source if alternatives is None else next((a for a in alternatives if a in outputs), source)
+            params.append([param, up, "node"] if compact else [param, up, "node", None, outputs.get(up)])
             continue
         param, source, secret_name, has, shown, version = t
         if source in inputs:
             value = inputs[source]
+            if plain and not secret_name and type(value) in _PLAIN_INPUTS:  # (the common input: a number)
+                text = repr(value)
+                if len(text) > _VALUE_TEXT:
+                    text = text[: _VALUE_TEXT - 3] + "..."
+                params.append([param, source, "input", text, _version(value)])
+                continue
             secret = secret_name or isinstance(value, Secret) or (isinstance(value, str) and redact(value) != value)
             params.append([param, source, "input", _shown(source, value, redact), None if secret else _version(value)])
         elif has:
@@ -272,14 +331,18 @@ def node_inputs(
 def row_lineage(run: Run) -> str | None:
     """A finished batch row's lineage as its stored row keeps it when its run is not kept
     (``nbflow._record.lineage.compact``, JSON, redacted); None for a run without its graph."""
-    from nbflow._core.secrets import gate
-    from nbflow._record.lineage import compact, lineage_json
-
     if run.graph is None:
         return None
+    redact = _redactor(run._root.inputs)
     try:
-        data = compact(lineage_of(run))
+        memo = run.__dict__.get("_lineage_memo")  # (computed whole already: the row's form is read from it)
+        if memo is not None and memo[0] == (run.status, run.finished_at):
+            data = compact(memo[1])
+        else:
+            data = _lineage_of(run, compact=True, redact=redact)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
-    text = Redactor.for_inputs(run._root.inputs)(lineage_json(data))
+    text = lineage_json(data)
+    if redact:
+        text = redact(text)
     return str(gate(text))

@@ -49,7 +49,8 @@ def frame(data: Mapping[str, Any], node: str | None = None) -> pd.DataFrame:
 def compact(data: Mapping[str, Any]) -> dict[str, Any]:
     """A run's lineage as a batch row keeps it (``expand`` reverses it): per node its output version and inputs,
     without what the row's other records hold: the code versions (the row's fingerprints) and the environment
-    (its experiment's record); an upstream node's output version is written once, as that node's output."""
+    (its experiment's record); an upstream node's output version is written once, as that node's output.
+    A row whose run is not kept gets the same made directly (``nbflow._engine.lineage.row_lineage``)."""
     nodes = {}
     for name, info in data.get("nodes", {}).items():
         params = [p[:3] if p[2] == "node" else p for p in info["inputs"]]

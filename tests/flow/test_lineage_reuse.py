@@ -251,3 +251,39 @@ def test_a_secret_named_default_has_no_value_and_no_data_version() -> None:
     ]
     assert lin["data_version"].tolist()[1] is None  # (a digest of a secret would identify it)
     assert "sk-default-key-123" not in lin.to_csv()
+
+
+def test_a_row_whose_run_was_not_kept_names_what_its_kept_run_would(tmp_path: Path) -> None:
+    """A row's stored lineage (keep="none") is made by its own path: it must say what a kept run's lineage says,
+    for the values a row's inputs usually are (numbers, flags, None, texts short and long, defaults)."""
+    flow = nf.Flow("shapes")
+
+    @flow.node
+    def prep(a: int, b: float, c: str, d: bool | None = None, e: str = "e" * 200) -> str:
+        return f"{a}{b}{c}{d}{e}"
+
+    @flow.node
+    def out(prep: str, flag: bool) -> int:
+        return len(prep) + flag
+
+    rows = [
+        {"a": 1, "b": 0.5, "c": "y" * 150, "flag": False},
+        {"a": 2**70, "b": -0.0, "c": "", "d": True, "flag": True},
+        {"a": -3, "b": 1e300, "c": "it's", "d": None, "e": "short", "flag": False},
+    ]
+    none = flow.batch(rows, store=tmp_path / "none.db", keep="none", progress=False)
+    kept = flow.batch(rows, store=tmp_path / "all.db", keep="all", progress=False)
+    for i, row in enumerate(rows):
+        expected = flow.run(**row).lineage()
+        pd.testing.assert_frame_equal(none.nbflow.lineage(i), expected)
+        pd.testing.assert_frame_equal(kept.nbflow.lineage(i), expected)
+    first = none.nbflow.lineage(0).set_index("parameter")
+    assert first.loc["a", "value"] == "1" and first.loc["b", "value"] == "0.5" and first.loc["flag", "value"] == "False"
+    assert first.loc["c", "value"] == repr("y" * 150)[:117] + "..."
+    assert first.loc["e", "kind"] == "default" and first.loc["e", "value"] == repr("e" * 200)[:117] + "..."
+    second = none.nbflow.lineage(1).set_index("parameter")
+    assert second.loc["a", "value"] == str(2**70) and second.loc["b", "value"] == "-0.0"
+    assert second.loc["b", "data_version"] != first.loc["b", "data_version"]  # (by value: -0.0 is not 0.5)
+    third = none.nbflow.lineage(2).set_index("parameter")
+    assert third.loc["d", "kind"] == "input" and third.loc["d", "value"] == "None"
+    assert third.loc["a", "data_version"].startswith("v:")
