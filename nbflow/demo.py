@@ -19,6 +19,11 @@ flow = nf.Flow("qa", retry=nf.Retry(attempts=3, backoff=0.2))
 ENDPOINT: dict[str, Any] = {}
 """Where the ``llm`` resource connects: ``base_url``, ``api_key``, ``model`` (set by ``use_endpoint``)."""
 
+PRICES = {"gpt-4o-mini": (0.15, 0.60), "nbflow-test": (0.15, 0.60)}
+"""Per million input and output tokens, in dollars, for each call's ``cost``: gpt-4o-mini's list price when this was
+written, and the local test model priced as it, so that the demo's cost columns show what a priced model gives. Another
+model has no price here: its cost stays unknown (NaN), as nbflow never guesses one."""
+
 DOCS = {
     "sky": "Sunlight scatters off air molecules; blue light scatters most (Rayleigh scattering).",
     "sea": "The sea looks blue because water absorbs red light and reflects the sky.",
@@ -44,6 +49,7 @@ async def llm() -> Any:
     if not ENDPOINT:
         use_endpoint()
     client = openai.AsyncOpenAI(base_url=ENDPOINT["base_url"], api_key=ENDPOINT["api_key"], max_retries=3)
+    nf.recorded(client, prices=PRICES)  # each call's transcript and cost (a resource's client is recorded anyway)
     yield client
     await client.close()
 

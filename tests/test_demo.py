@@ -18,6 +18,14 @@ def test_demo_runs_end_to_end_headless():
     assert "Rayleigh scattering" in out.stdout
     assert out.stdout.count("succeeded") >= 6  # the batch: 3 questions x 2 variants
     assert "correct_mean" in out.stdout
+    lines = out.stdout.splitlines()
+    header = next(line for line in lines if "cost_total" in line).split()  # the summary's columns (no index name)
+    k1 = lines[lines.index(next(line for line in lines if "cost_total" in line)) + 2].split()  # its k=1 row
+    assert k1[0] == "1" and len(k1) == len(header) + 1, (header, k1)
+    cost = dict(zip(header, k1[1:], strict=True))
+    # the local model is priced as gpt-4o-mini (0.15 / 0.60 a million tokens): the cost column is known and right
+    expected = (int(cost["input_tokens_total"]) * 0.15 + int(cost["output_tokens_total"]) * 0.60) / 1e6
+    assert expected > 0 and abs(float(cost["cost_total"]) - expected) < 1e-6, cost
     assert "model endpoint: nbflow.testing.ChatServer" in out.stdout  # the openai SDK, no key, no network
 
 
