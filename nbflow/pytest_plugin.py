@@ -26,6 +26,24 @@ def pytest_configure(config: Any) -> None:
     config.addinivalue_line(
         "markers", "chat_server(**options): options of the chat_server fixture's nbflow.testing.ChatServer"
     )
+    _leave_nbflow_unrewritten(config)
+
+
+def _leave_nbflow_unrewritten(config: Any) -> None:
+    """Take nbflow's package off the list of modules pytest rewrites the asserts of.
+
+    pytest marks every module of a plugin's distribution for rewriting, so with this plugin installed each nbflow
+    module imported during a test (the engine at the first run, the store, the tracer...) was parsed again by
+    pytest's rewriter, in whatever thread imported it: a background thread of nbflow's (its loop, the process
+    workers' warm-up) parsing beside the test's own thread can fail on CPython 3.11 with "SystemError: AST
+    constructor recursion depth mismatch" (python/cpython#106905), and it failed one of our tests that way. nbflow's
+    own code has no assert a test needs rewritten (``nbflow.testing`` writes its own messages), and the modules
+    imported before this point (this plugin's and ``nbflow.testing``'s) stay as pytest made them. pytest has no
+    public call for this: where its hook looks otherwise, nothing is changed."""
+    hook = getattr(config.pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    if isinstance(marked, set):
+        marked.discard("nbflow")
 
 
 @pytest.fixture

@@ -155,3 +155,37 @@ def test_the_plugin_is_loaded_by_pytest_in_a_project_without_a_conftest(tmp_path
     )  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     assert "1 passed" in p.stdout
+
+
+def test_nbflow_modules_imported_during_a_test_are_not_rewritten_by_pytest(tmp_path: Path) -> None:
+    """The plugin takes nbflow off pytest's rewrite list: a module nbflow imports at a test's first run (the
+    scheduler) is loaded by Python's own loader, not parsed again by pytest's rewriter (which failed with a
+    SystemError on 3.11 when a background thread of nbflow's imported at the same time). The test's own module is
+    still rewritten: its failed assert shows the values."""
+    (tmp_path / "test_rewrite.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+            import nbflow as nf
+
+            def test_loaders():
+                flow = nf.Flow("f")
+
+                @flow.node
+                def double(x: int) -> int:
+                    return 2 * x
+
+                assert flow.run(x=2)["double"] == 4
+                scheduler = sys.modules["nbflow._engine.scheduler"]
+                print("LOADER", type(scheduler.__loader__).__name__)
+                print("OWN", type(sys.modules[__name__].__loader__).__name__)
+            """
+        )
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_rewrite.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "LOADER SourceFileLoader" in p.stdout, p.stdout
+    assert "OWN AssertionRewritingHook" in p.stdout, p.stdout
