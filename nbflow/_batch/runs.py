@@ -279,11 +279,10 @@ class RunArchive(str):
 
     def _slot(self, run_id: str) -> int:
         """Where ``run_id``'s packed run is (``_unpack``), or -1."""
-        prefix, _, row = run_id.rpartition("-")
-        slots = self._slots.get(prefix)
-        if slots is None or not row.isdigit() or int(row) >= len(slots):
+        where = self._where(run_id)
+        if where is None or where[1] >= len(where[0]):
             return -1
-        return slots[int(row)]
+        return where[0][where[1]]
 
     def holds(self, run_id: str) -> bool:
         return run_id in self.runs or self._slot(run_id) >= 0

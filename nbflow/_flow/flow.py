@@ -65,7 +65,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 # first run (`run`/`arun`/`start`/a batch row/a resume) and binds its names as this module's globals, so
 # later runs look them up like any import, with no per-call import.
 _engine_loaded = False
-_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 
 
 def _load_engine() -> None:
@@ -485,7 +484,8 @@ class Flow:
         if isinstance(func, Flow) or (self.executor is not None and self.executor != "thread"):
             self.add(func)  # a sub-flow; a flow-wide executor= (each node's own option, see add)
             return
-        self._put(make_spec(func), func, _NO_OPTIONS, None)
+        spec = make_spec(func)
+        self._put(spec, func, spec.options, None)
 
     def _put(
         self, spec: NodeSpec, func: Callable[..., Any] | Flow, options: Mapping[str, Any], outputs: Iterable[str] | None

@@ -1,6 +1,7 @@
 """The specs a declaration builds (by a fast path) are the frozen dataclasses their __init__ would make."""
 
 import dataclasses
+import inspect
 import pickle
 
 import pytest
@@ -84,3 +85,15 @@ def test_declared_specs_stay_read_only_and_pickle():
         spec.params[0].source = "other"  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(spec.params)) == spec.params
     assert flow.run(x=1, items=[1, 2], text="t").status == "succeeded"
+
+
+def test_the_no_options_path_of_flow_node_checks_every_option() -> None:
+    """``@flow.node`` with nothing set skips ``add``'s option handling: every keyword option of ``Flow.node``
+    must be tested there against its default, or a new option given to ``@flow.node(...)`` would be dropped."""
+    source = inspect.getsource(nf.Flow.node)
+    fast = source[source.index("if (  # `@flow.node` with nothing set") : source.index("self._add_plain(func)")]
+    for param in inspect.signature(nf.Flow.node).parameters.values():
+        if param.kind is not inspect.Parameter.KEYWORD_ONLY:
+            continue
+        expected = f"{param.name} is None" if param.default is None else f"{param.name} == {param.default!r}"
+        assert expected.replace("'", '"') in fast, f"@flow.node's no-options path does not check {param.name}"
