@@ -14,6 +14,7 @@ import math
 import warnings
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,7 @@ cells = st.one_of(
 )
 
 
+@pytest.mark.usefixtures("forget_generated_secrets")
 @settings(max_examples=150, deadline=None)
 @given(
     xs=st.lists(cells, min_size=1, max_size=6),

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbflow as nf
 from nbflow._core.secrets import _secret_values, secret_texts
+
+pytestmark = pytest.mark.usefixtures("forget_generated_secrets")
 
 
 def _walk(values: dict[str, Any], by_name: bool) -> tuple[str, ...]:
