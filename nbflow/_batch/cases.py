@@ -26,6 +26,7 @@ from nbflow._graph.graph import Graph, Plan
 from nbflow._graph.validate import admits_none
 
 __all__ = [
+    "OWN_COLUMNS",
     "SAMPLE_COLUMN",
     "STATUS_COLUMNS",
     "Case",
@@ -43,6 +44,10 @@ __all__ = [
 
 # Columns the batch adds to every result row.
 STATUS_COLUMNS = ("status", "error_type", "error_message", "error_node", "attempts", "latency", "run_id")
+# Those whose text nbflow writes itself (a status word, an exception's type, a node's name, an id): stored as they
+# are, never redacted (a secret whose text is also such a word must not garble the row; an error message can quote
+# a secret, so it is redacted like any value).
+OWN_COLUMNS = frozenset(("status", "error_type", "error_node", "run_id"))
 SAMPLE_COLUMN = "sample"  # repeats=N: the repeat index 0..N-1
 # Grid keys people use for repeated sampling; such a key feeds no input, so it would not sample anything.
 _REPEAT_WORDS = ("repeat", "repeats", "rep", "sample", "samples", "trial", "trials", "run", "iteration", "seed")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import STATUS_COLUMNS
+from nbflow._batch.cases import OWN_COLUMNS, STATUS_COLUMNS
 from nbflow._batch.columns import QUESTION_COLUMNS, REUSED_COLUMN
 from nbflow._batch.compare import classify, compare
 from nbflow._batch.runs import FrameRuns, unopenable
@@ -127,11 +127,14 @@ def _verdict(frame: pd.DataFrame, baseline: str = "") -> str:
         return ""
 
 
-def secrets_of(frame: pd.DataFrame) -> Redactor:
+def secrets_of(frame: pd.DataFrame, *more: pd.DataFrame) -> Redactor:
     """A redactor with the widgets' mask for every secret value in ``frame``'s input columns (``frame_secrets``:
-    the rule ``df.nbflow.save`` applies too). Outputs, error messages and questions built from those values are
-    then redacted wherever the explorer shows them."""
-    return frame_secrets(frame, MASK)
+    the rule ``df.nbflow.save`` applies too), and in ``more`` frames' (two sides of a comparison). Outputs, error
+    messages and questions built from those values are then redacted wherever the explorer shows them."""
+    redact = frame_secrets(frame, MASK)
+    for other in more:
+        frame_secrets(other, MASK, into=redact)
+    return redact
 
 
 def _unmasked(run: Any, value: Any, redact: Redactor) -> Any:
@@ -153,11 +156,12 @@ def _variant_labels(frame: pd.DataFrame, redact: Redactor | None = None) -> list
 
 
 def _cell_text(name: str, value: Any, redact: Redactor | None) -> str:
-    """``value`` as text with secrets masked (before any shortening: a cut secret would still leak)."""
+    """``value`` as text with secrets masked (before any shortening: a cut secret would still leak); the batch's own
+    columns as they are (``OWN_COLUMNS``: a secret whose text is a status must not garble the status column)."""
     if is_secret_name(name) or isinstance(value, Secret):
         return MASK
     text = str(value)
-    return redact(text) if redact else text
+    return redact(text) if redact and name not in OWN_COLUMNS else text
 
 
 def _numeric(frame: pd.DataFrame) -> list[str]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbflow._batch.breaker import Breaker
-from nbflow._batch.cases import STATUS_COLUMNS, Case, Cases
+from nbflow._batch.cases import OWN_COLUMNS, STATUS_COLUMNS, Case, Cases
 from nbflow._batch.columns import FINISHED, QUESTION_COLUMNS, REUSED_COLUMN, clip, json_safe
 from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive
@@ -504,6 +504,7 @@ def prepare_row(
             key=key,
             fingerprint=state.fingerprint,
             lineage=lineage,
+            own=OWN_COLUMNS,
         )
 
     try:

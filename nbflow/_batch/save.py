@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import STATUS_COLUMNS, _own_index
+from nbflow._batch.cases import OWN_COLUMNS, STATUS_COLUMNS, _own_index
 from nbflow._batch.columns import QUESTION_COLUMNS, json_safe
 from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._core.errors import BatchError
@@ -31,12 +31,13 @@ SUFFIXES = (".parquet", ".csv", ".jsonl")
 _PLAIN_ATTR = (str, int, float, bool, list, dict)
 
 
-def frame_secrets(frame: pd.DataFrame, marker: str = REDACTED_TEXT) -> Redactor:
+def frame_secrets(frame: pd.DataFrame, marker: str = REDACTED_TEXT, into: Redactor | None = None) -> Redactor:
     """A redactor for every secret value in ``frame``'s input columns (the rule in this module's docstring).
 
     Outputs, error messages and questions built from those values are redacted wherever it is applied.
+    ``into``: a redactor to add them to (one for two frames side by side), returned.
     """
-    redact = Redactor(marker=marker)
+    redact = Redactor(marker=marker) if into is None else into
     outputs = set(frame.attrs.get("outputs") or [])
     skip = outputs.union(STATUS_COLUMNS, QUESTION_COLUMNS)
     columns = [c for c in frame.columns if c not in skip]
@@ -76,7 +77,12 @@ def redacted(frame: pd.DataFrame, redact: Redactor | None = None, suffix: str = 
     out.attrs = {
         k: json_safe(redact.scrub(v)) for k, v in frame.attrs.items() if v is None or isinstance(v, _PLAIN_ATTR)
     }
+    # A batch's own columns (a status, a node's name...) are written as they are: a secret whose text is also such
+    # a word must not garble them (``OWN_COLUMNS``).
+    own = OWN_COLUMNS if "run_id" in out.columns and "status" in out.columns else ()
     for col in out.columns:
+        if col in own:
+            continue
         if is_secret_name(str(col)):
             out[col] = REDACTED_TEXT
         elif not (pd.api.types.is_numeric_dtype(out[col]) or pd.api.types.is_datetime64_any_dtype(out[col])):

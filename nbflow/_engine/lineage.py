@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.missing import MISSING
-from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, gate, is_secret_name, secret_texts
+from nbflow._core.secrets import REDACTED_TEXT, Redactor, Secret, is_secret_name, secret_texts
 from nbflow._core.states import NodeStatus
 from nbflow._engine.caching import data_version, node_fingerprints
-from nbflow._record.lineage import compact, lineage_json
+from nbflow._record.lineage import compact, lineage_json, redacted
 
 if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
@@ -342,7 +342,5 @@ def row_lineage(run: Run) -> str | None:
             data = _lineage_of(run, compact=True, redact=redact)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
-    text = lineage_json(data)
-    if redact:
-        text = redact(text)
-    return str(gate(text))
+    # Its values redacted (the redactor holds the run's secrets and the process's), never its node names.
+    return lineage_json(redacted(data, redact) if redact else data)

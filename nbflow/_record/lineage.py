@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "compact", "expand", "frame"]
+__all__ = ["COLUMNS", "compact", "expand", "frame", "redacted"]
 
 COLUMNS = ("node", "code_version", "parameter", "source", "kind", "value", "data_version", "output_version")
 
@@ -70,6 +70,26 @@ def expand(
         inputs = [[*p, None, outputs.get(p[1])] if p[2] == "node" else list(p) for p in params]
         nodes[name] = {"code": (code or {}).get(name), "output": output, "inputs": inputs}
     return {"env": dict(env or {}), "nodes": nodes}
+
+
+def redacted(data: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+    """A lineage (whole, ``compact`` or ``{"error": ...}``) with ``redact`` applied to its values only: each input's
+    and default's shown value and an error's text. Its structure is nbflow's own words and is written as it is:
+    node names, parameters, sources, kinds, versions, the environment. A secret whose text is also such a word
+    (a node named like a row's key) must not garble what the lineage says; a value that quotes it is redacted."""
+    if "nodes" not in data:
+        return {k: redact(v) if isinstance(v, str) else v for k, v in data.items()}
+    nodes: dict[str, Any] = {}
+    for name, info in data["nodes"].items():
+        if isinstance(info, Mapping):
+            nodes[name] = {**info, "inputs": _redacted_inputs(info["inputs"], redact)}
+        else:  # compact: [output version, inputs]
+            nodes[name] = [info[0], _redacted_inputs(info[1], redact)]
+    return {**data, "nodes": nodes}
+
+
+def _redacted_inputs(params: list[list[Any]], redact: Callable[[str], str]) -> list[list[Any]]:
+    return [[*p[:3], redact(p[3]), *p[4:]] if len(p) > 3 and isinstance(p[3], str) else p for p in params]
 
 
 _FAST: list[Any] = []  # [orjson.dumps, or None without it], once known

@@ -58,7 +58,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from operator import countOf
@@ -549,9 +549,12 @@ class BatchStore:
         key: str | None = None,
         fingerprint: str | None = None,
         lineage: str | None = None,
+        own: Collection[str] = (),
     ) -> PreparedRow:
         """Encode a row as ``write_row`` would, writing nothing yet (``write_rows`` writes it).
 
+        ``own``: the columns whose text nbflow wrote itself (a status, a node's name, an exception's type, an id):
+        written as they are, never redacted, so a secret whose text is also such a word cannot garble the row.
         Raises UnstorableValue for a value that cannot be encoded.
         """
         if not secret_columns and not secrets:
@@ -563,9 +566,9 @@ class BatchStore:
         # A large cell is stored once (``values.py``), unless the row has secrets of its own: then its cells are
         # written redacted in the row, as before (a digest of the value would vary with the secret).
         share = None if red is not None and red.has_own() else partial(self._share_cell, red)
-        text = encode_row(data, secret_columns, red, share, cells)
-        if lineage is not None and red is not None:
-            lineage = red(lineage)
+        text = encode_row(data, secret_columns, red, share, cells, own)
+        if lineage is not None and red is not None and red.found_in(lineage):
+            lineage = _redacted_lineage(lineage, red)
         return _prepared(batch_id, index, run_id, status, text, key, fingerprint, run, lineage, tuple(cells) or None)
 
     def _share_cell(self, red: Redactor | None, value: Any) -> tuple[str, bytes | None] | None:
@@ -981,6 +984,17 @@ def _add_columns(db: sqlite3.Connection) -> None:
                     raise
 
 
+def _redacted_lineage(text: str, red: Redactor) -> str:
+    """A row's lineage (JSON) with a secret's text redacted in its values, not in its node names (``redacted``)."""
+    from nbflow._record.lineage import lineage_json, redacted
+
+    try:
+        data = json.loads(text)
+    except ValueError:  # (not a lineage nbflow wrote: redacted as a text)
+        return red(text)
+    return lineage_json(redacted(data, red)) if isinstance(data, dict) else red(text)
+
+
 def _meta_text(meta: Mapping[str, Any]) -> str:
     """An experiment record as stored: JSON, every known secret's text redacted (a stop reason, a cool-down's
     last error, a summary keyed by grid values may quote one)."""
@@ -993,12 +1007,13 @@ def encode_row(
     red: Redactor | None = None,
     share: Callable[[Any], tuple[str, bytes | None] | None] | None = None,
     cells: list[tuple[str, Any, bytes | None]] | None = None,
+    own: Collection[str] = (),
 ) -> str:
     """The JSON text of a row (secrets' texts redacted); UnstorableValue naming the column that cannot be stored.
 
     ``share``: decides whether a cell that is not JSON (a frame, an array...) is stored once by reference
     (``BatchStore._share_cell``); such a cell is ``{_VALUE: key}`` in the text and (key, value, bytes) in
-    ``cells``."""
+    ``cells``. ``own``: columns written as they are, never redacted (``BatchStore.prepare_row``)."""
     if not secret_columns and not red and type(data) is dict and _AS_IS.issuperset(map(type, data.values())):
         return _plain_json(data)  # every cell a plain scalar (the common row): the row is its own JSON
     secret = set(secret_columns) if secret_columns else ()
@@ -1008,7 +1023,7 @@ def encode_row(
             encoded[k] = {_REDACTED: True}
             continue
         t = type(v)
-        if t is int or t is float or t is bool or v is None or (t is str and not red):
+        if t is int or t is float or t is bool or v is None or (t is str and (not red or k in own)):
             encoded[k] = v  # stored as is (most cells): no text to redact, nothing to pickle
             continue
         if _is_secret_value(v):  # (before the redactor, which would make it REDACTED, a pickled object)

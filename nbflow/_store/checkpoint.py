@@ -52,7 +52,7 @@ from nbflow._core.events import (
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Redactor, is_secret_name, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
-from nbflow._record.lineage import lineage_json
+from nbflow._record.lineage import lineage_json, redacted
 from nbflow._record.run import DROPPED, LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
@@ -440,7 +440,7 @@ def _lineage_text(run: Run, red: Redactor) -> str | None:
         data = run._lineage = run._flow._lineage_of(run)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
-    return red(lineage_json(data))
+    return lineage_json(redacted(data, red) if red else data)  # (its values; never its node names, ``redacted``)
 
 
 _STATUS_TEXT = {status: status.value for status in NodeStatus}  # (an Enum's .value is a slow property)
@@ -479,7 +479,7 @@ def _compact_record(run: Run, red: Redactor) -> bytes | None:
     else:
         texts = [_STATUS_TEXT[s] for s in statuses]
         outputs = [o if s is _SUCCEEDED else None for s, o in zip(statuses, c.output, strict=True)]
-    return core_bytes(
+    return _values_redacted(
         (
             _COMPACT,
             run.inputs,
@@ -498,7 +498,31 @@ def _compact_record(run: Run, red: Redactor) -> bytes | None:
             run.pause_version,
         ),
         red,
+        _COMPACT_VALUES,
     )
+
+
+# Where a stored record holds values (inputs, outputs, answers, errors...): the places a secret's text is redacted.
+# The rest is nbflow's own words (node names, statuses, times, targets), written as they are: a secret whose text
+# is also such a word must not make the record unreadable (a redacted status is not a status: CorruptStore).
+_COMPACT_VALUES = (1, 4, 8, 10, 13)  # inputs, outputs, given inputs, answers, reason
+_ENTRY_VALUES = (2, 4, 5, 6)  # output, error message, traceback, skip reason (and the detail's attempts and inputs)
+
+
+def _values_redacted(record: tuple[Any, ...], red: Redactor, values: tuple[int, ...]) -> bytes | None:
+    """``core_bytes`` of a record with secrets' texts redacted at ``values`` only (a search of the pickle first:
+    most records hold none)."""
+    data = core_bytes(record)
+    if data is None or not red or not red.found_in(data):
+        return data
+    return core_bytes(tuple(red.scrub(v) if i in values else v for i, v in enumerate(record)))
+
+
+def _entry_redacted(entry: tuple[Any, ...], red: Redactor) -> tuple[Any, ...]:
+    """A node's ``_entry`` with its values redacted, not its name, status or times (``_ENTRY_VALUES``)."""
+    attempts, recovered, cached, cache_key, overridden, inputs = entry[9]
+    detail = (red.scrub(attempts), recovered, cached, cache_key, overridden, red.scrub(inputs))
+    return (*(red.scrub(v) if i in _ENTRY_VALUES else v for i, v in enumerate(entry[:9])), detail)
 
 
 _PLAIN_NAMES: set[Any] = set()  # input names known not to look like a secret's (``is_secret_name``)
@@ -583,7 +607,11 @@ def _record_blob(run: Run, red: Redactor) -> bytes | None:
                 rec.skip_reason,
             )
         )
-    return core_bytes({"inputs": _inputs(run), "nodes": nodes}, red)
+    record = {"inputs": _inputs(run), "nodes": nodes}
+    data = core_bytes(record)
+    if data is None or not red or not red.found_in(data):
+        return data
+    return core_bytes({"inputs": red.scrub(record["inputs"]), "nodes": [_entry_redacted(e, red) for e in nodes]})
 
 
 _NO_SECRETS = Redactor()

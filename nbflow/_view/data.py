@@ -30,12 +30,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbflow._batch.cases import STATUS_COLUMNS
+from nbflow._batch.cases import OWN_COLUMNS, STATUS_COLUMNS
 from nbflow._batch.explore import _cell, secrets_of
 from nbflow._batch.rows import QUESTION_COLUMNS
 from nbflow._batch.variants import ORDER, variant_labels
 from nbflow._core.errors import BatchError, StoreError
-from nbflow._core.secrets import Redactor, is_secret_name
+from nbflow._core.secrets import Redactor, Secret, is_secret_name
 from nbflow._store.batch_store import BatchStore
 from nbflow._store.checkpoint import peek_run
 
@@ -67,20 +67,23 @@ def text_of(value: Any, limit: int = VALUE_CHARS) -> str:
     return text
 
 
-def _number(value: Any) -> Any:
+def _number(value: Any, red: Redactor | None = None) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int | float):
         return None if isinstance(value, float) and not math.isfinite(value) else value
-    return text_of(value, 200)
+    return red(text_of(value, 200)) if red else text_of(value, 200)
 
 
-def _summary_table(records: Sequence[Mapping[str, Any]], grid: Sequence[str]) -> dict[str, Any]:
-    """``nf.summarize``'s records as {columns, rows}: every column it gives (intervals included)."""
+def _summary_table(
+    records: Sequence[Mapping[str, Any]], grid: Sequence[str], red: Redactor | None = None
+) -> dict[str, Any]:
+    """``nf.summarize``'s records as {columns, rows}: every column it gives (intervals included); ``red``: redacts
+    the texts in its cells (grid values), not its column names."""
     columns: list[str] = []
     for rec in records:
         columns.extend(str(k) for k in rec if str(k) not in columns)
-    rows = [[_number(rec.get(c)) for c in columns] for rec in records]
+    rows = [[_number(rec.get(c), red) for c in columns] for rec in records]
     return {"columns": columns, "rows": rows, "by": list(grid)}
 
 
@@ -478,7 +481,7 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame, variants: tuple[str, str, s
     labels = list(cmp.attrs.get("labels") or ("a", "b"))
     outputs = [o for o in dict.fromkeys([*left.attrs.get("outputs", []), *right.attrs.get("outputs", [])])]
     shown = [o for o in outputs if o not in (cmp.attrs.get("scores") or [])]
-    red_a, red_b = secrets_of(left), secrets_of(right)
+    red = secrets_of(left, right)  # (a case's inputs are both sides': their secrets are redacted on both)
 
     def cases(frame: pd.DataFrame) -> dict[str, tuple[Any, dict[str, Any]]]:
         found: dict[str, tuple[Any, dict[str, Any]]] = {}
@@ -491,6 +494,9 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame, variants: tuple[str, str, s
 
     side_a, side_b = cases(left), cases(right)
     columns = [str(c) for c in cmp.columns]
+    # Its values are redacted where they are put in, never its own words (column names, statuses, verdict words):
+    # a secret whose text is also such a word must not garble the page.
+    labels = [red(str(label)) for label in labels]
     extra = [f"{labels[0]}: {o}" for o in shown] + [f"{labels[1]}: {o}" for o in shown]
     rows = []
     records = cmp.head(COMPARE_ROWS).to_dict("records")
@@ -498,28 +504,24 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame, variants: tuple[str, str, s
         key = repr(tuple(rec[k] for k in keys))
         ia, va_ = side_a.get(key, (None, {}))
         ib, vb_ = side_b.get(key, (None, {}))
-        row = {c: _cell(c, rec.get(c)) for c in columns}
+        row = {c: _cell(c, rec.get(c), red) for c in columns}
         for o in shown:
-            row[f"{labels[0]}: {o}"] = _cell(
-                o, va_.get(o) if va_.get(o) is not None else va_.get("error_message"), red_a
-            )
-            row[f"{labels[1]}: {o}"] = _cell(
-                o, vb_.get(o) if vb_.get(o) is not None else vb_.get("error_message"), red_b
-            )
+            row[f"{labels[0]}: {o}"] = _cell(o, va_.get(o) if va_.get(o) is not None else va_.get("error_message"), red)
+            row[f"{labels[1]}: {o}"] = _cell(o, vb_.get(o) if vb_.get(o) is not None else vb_.get("error_message"), red)
         row["__a"] = _index(ia)
         row["__b"] = _index(ib)
         rows.append(row)
     counts = dict(cmp.attrs.get("counts") or {})
     return {
         "labels": labels,
-        "summary": str(cmp.attrs.get("summary") or ""),
-        "verdict": str(cmp.attrs.get("verdict") or ""),
+        "summary": red(str(cmp.attrs.get("summary") or "")),
+        "verdict": red(str(cmp.attrs.get("verdict") or "")),
         "counts": counts,
         "columns": [*columns, *extra],
         "rows": rows,
         "total": len(cmp),
         "limit": COMPARE_ROWS,
-        "stats": _stats({str(k): v for k, v in cmp.attrs.items()}),
+        "stats": _stats({str(k): v for k, v in cmp.attrs.items()}, red),
     }
 
 
@@ -530,12 +532,12 @@ def _index(value: Any) -> int | None:
         return None
 
 
-def _stats(attrs: Mapping[str, Any]) -> dict[str, Any]:
+def _stats(attrs: Mapping[str, Any], red: Redactor) -> dict[str, Any]:
     """``nf.compare``'s per-score statistics (``attrs["stats"]``: paired test, p-value, interval, verdict) as a
-    table, every field it gives."""
+    table, every field it gives (its texts redacted)."""
     found = attrs.get("stats")
     records = [r for r in found if isinstance(r, Mapping)] if isinstance(found, list) else []
-    table = _summary_table(records, [])
+    table = _summary_table(records, [], red)
     table["rows"] = [
         [v if isinstance(v, int | float | None) else text_of(v, 500) for v in row] for row in table["rows"]
     ]
@@ -575,37 +577,39 @@ class FrameSource:
         summary = _summary_records(frame, self.grid)
         progress = count_by_variant(labels, frame["status"].astype(str).tolist())
         attrs = frame.attrs
-        return self.redact.scrub(
-            {
-                "id": "0:" + self.name,
-                "name": self.name,
-                "flow": str(attrs.get("flow") or ""),
-                "store": "",
-                "notes": text_of(attrs.get("notes"), 2000) if attrs.get("notes") else "",
-                "started": None,
-                "finished": time.time(),
-                "running": False,
-                "total": len(frame),
-                "grid": self.grid,
-                "outputs": self.outputs,
-                "variants": sorted(set(labels)) if self.grid else [],
-                "scores": [c for c in columns if c in self.outputs] + ["latency"],
-                "progress": progress,
-                "summary": _summary_table(summary, self.grid),
-                "summary_note": "" if summary else "no summary",
-                "stopped": text_of(attrs.get("stopped"), 500) if attrs.get("stopped") else "",
-                "page": {
-                    "columns": columns,
-                    "rows": rows,
-                    "total": len(rows),
-                    "page": 0,
-                    "pages": 1,
-                    "limit": PAGE,
-                    "capped": len(frame) > limit,
-                    "query": {},
-                },
-            }
-        )
+        red = self.redact
+        # Its values are redacted where they are put in (cells, variant labels, notes, the summary's values), never
+        # its own words (statuses, node and column names): a secret whose text is also such a word must not garble
+        # the page.
+        return {
+            "id": "0:" + self.name,
+            "name": self.name,
+            "flow": str(attrs.get("flow") or ""),
+            "store": "",
+            "notes": red(text_of(attrs.get("notes"), 2000)) if attrs.get("notes") else "",
+            "started": None,
+            "finished": time.time(),
+            "running": False,
+            "total": len(frame),
+            "grid": self.grid,
+            "outputs": self.outputs,
+            "variants": sorted(set(labels)) if self.grid else [],
+            "scores": [c for c in columns if c in self.outputs] + ["latency"],
+            "progress": progress,
+            "summary": _summary_table(summary, self.grid, red),
+            "summary_note": "" if summary else "no summary",
+            "stopped": red(text_of(attrs.get("stopped"), 500)) if attrs.get("stopped") else "",
+            "page": {
+                "columns": columns,
+                "rows": rows,
+                "total": len(rows),
+                "page": 0,
+                "pages": 1,
+                "limit": PAGE,
+                "capped": len(frame) > limit,
+                "query": {},
+            },
+        }
 
     def row(self, p: int) -> dict[str, Any] | None:
         """Row ``p``'s details, from its kept run (None when the batch did not keep it)."""
@@ -616,10 +620,7 @@ class FrameSource:
             run = FrameRuns(frame)._run_of(frame.iloc[p], frame.index[p])
         except Exception:
             run = None
-        values = {
-            str(k): ("••••••" if is_secret_name(str(k)) else text_of(v, 4000))
-            for k, v in frame.iloc[p].to_dict().items()
-        }
+        values = {str(k): _value_text(str(k), v, self.redact) for k, v in frame.iloc[p].to_dict().items()}
         detail: dict[str, Any] = {"nodes": [], "questions": []}
         graph = None
         if run is not None:
@@ -628,18 +629,16 @@ class FrameSource:
             detail = run_record(live_nodes(run), list(run.pending.values()), self.redact)
             if run.graph is not None:
                 graph = self._svg(run.graph, graph_shape, shape_svg)
-        return self.redact.scrub(
-            {
-                "experiment": "0:" + self.name,
-                "name": self.name,
-                "index": p,
-                "status": str(frame["status"].iloc[p]),
-                "values": values,
-                "kept": run is not None,
-                "graph": graph,
-                **detail,
-            }
-        )
+        return {  # (its values redacted where they are put in, as ``experiment``'s)
+            "experiment": "0:" + self.name,
+            "name": self.name,
+            "index": p,
+            "status": str(frame["status"].iloc[p]),
+            "values": values,
+            "kept": run is not None,
+            "graph": graph,
+            **detail,
+        }
 
     _svg_cache: dict[int, str | None]
 
@@ -648,6 +647,15 @@ class FrameSource:
         if id(graph) not in cache:
             cache[id(graph)] = svg_of(shape_of(graph))
         return cache[id(graph)]
+
+
+def _value_text(column: str, value: Any, red: Redactor) -> str:
+    """A row's value as its details show it: masked under a secret's name, its secrets' texts redacted, except in
+    the batch's own columns (a status, a node's name: ``OWN_COLUMNS``)."""
+    if is_secret_name(column) or isinstance(value, Secret):
+        return "••••••"
+    text = text_of(value, 4000)
+    return text if column in OWN_COLUMNS else red(text)
 
 
 def live_nodes(run: Any) -> list[dict[str, Any]]:

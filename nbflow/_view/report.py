@@ -104,7 +104,7 @@ def report(what: Any, path: str | os.PathLike[str], *, vs: Any = None) -> Path:
             "nf.report(df, path) takes a batch frame (flow.batch's result or nf.load_batch(db, name)); "
             "for a store use `nbflow report RUNS.db EXPERIMENT -o report.html`"
         )
-    from nbflow._view.data import FrameSource, compare_frames
+    from nbflow._view.data import compare_frames
 
     exp, rows = _frame_pages(what, "0", lambda source, p: source.row(p))
     data: dict[str, Any] = {
@@ -120,7 +120,7 @@ def report(what: Any, path: str | os.PathLike[str], *, vs: Any = None) -> Path:
         data["experiment"]["1"] = other
         data["rows"]["1"] = other_rows
         data["experiments"]["experiments"].append(_list_entry(other))
-        data["compare"]["c/0/1"] = FrameSource(what).redact.scrub(compare_frames(what, vs))
+        data["compare"]["c/0/1"] = compare_frames(what, vs)  # (its values redacted, ``compare_frames``)
         start = "#/c/0/1"
     _add_variant_compares(data, "0", what)
     return _write(path, f"nbflow report — {exp['name']}", {**data, "start": start})
@@ -141,9 +141,7 @@ def _add_variant_compares(data: dict[str, Any], eid: str, frame: pd.DataFrame) -
         for b in names:
             if a != b and a in values and b in values:
                 try:
-                    data["compare"][f"v/{eid}/{a}/{b}"] = redact.scrub(
-                        compare_frames(frame, frame, (values[a], values[b], grid[0]))
-                    )
+                    data["compare"][f"v/{eid}/{a}/{b}"] = compare_frames(frame, frame, (values[a], values[b], grid[0]))
                 except BatchError:
                     pass  # (no score to compare on: the page says the report holds no such comparison)
 

@@ -124,3 +124,38 @@ def test_nf_report_refuses_what_is_not_a_batch_frame(tmp_path: Path) -> None:
     df = flow.batch([{"question": "one"}], grid={"prompt": ["a"]}, progress=False)
     with pytest.raises(nf.BatchError, match=r"\.html"):
         nf.report(df, tmp_path / "r.txt")
+
+
+@pytest.mark.usefixtures("forget_generated_secrets")
+def test_a_secret_equal_to_a_status_or_node_name_leaves_the_report_readable(tmp_path: Path) -> None:
+    # Learned secrets whose texts are also a status and a node's name: the page keeps its own words; a real secret
+    # (a key echoed in an output and an error, and in a grid compare) stays out of the file.
+    nf.Secret("succeeded")
+    nf.Secret("summarize")
+    flow = nf.Flow("words")
+
+    @flow.node
+    def summarize(question: str, api_key: str, v: str) -> float:
+        if question == "bad":
+            raise RuntimeError(f"auth failed for key {api_key}")
+        return 1.0 if v == "b" else 0.5
+
+    key = nf.Secret("sk-TOPSECRET-456")
+    df = flow.batch(
+        [{"question": q, "api_key": key} for q in ("a", "c", "bad")], grid={"v": ["a", "b"]}, progress=False
+    )
+    path = nf.report(df, tmp_path / "r.html")
+    text = path.read_text()
+    assert "sk-TOPSECRET-456" not in text
+    data = _data(path)
+    exp = data["experiment"]["0"]
+    assert exp["outputs"] == ["summarize"]
+    assert sorted(r["status"] for r in exp["page"]["rows"]) == ["failed", "failed"] + ["succeeded"] * 4
+    assert {status for p in exp["progress"] for status in p["counts"]} >= {"succeeded", "failed"}
+    details = [d for k, d in data["rows"]["0"].items() if k != "graph"]
+    assert {n["name"] for d in details for n in d["nodes"]} == {"summarize"}
+    assert {n["status"] for d in details for n in d["nodes"]} == {"succeeded", "failed"}
+    assert {d["values"]["status"] for d in details} == {"succeeded", "failed"}
+    assert any("auth failed for key" in (n["error"] or "") for d in details for n in d["nodes"])
+    compares = [c for k, c in data["compare"].items() if k.startswith("v/")]
+    assert compares and all("summarize" in " ".join(c["columns"]) for c in compares)
