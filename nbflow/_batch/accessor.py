@@ -106,7 +106,7 @@ def _stored_lineage(path: str, batch_id: str, run_id: str) -> dict[str, Any] | N
     if text is None:
         raise BatchError(
             f"store {path!r}, batch {batch_id!r}, run {run_id}: the row has no lineage stored and its run was not "
-            f"kept (written by an nbflow before rows kept it, or run on Dask); run the batch with keep='all' to "
+            f"kept (written by an nbflow before rows kept it); run the batch with keep='all' to "
             f"keep each row's run and its lineage"
         )
     data = json.loads(text)

@@ -242,8 +242,11 @@ def _run_chunk(
     row_timeout: float | None,
     prefix: str,
     keep: str = "failed",
+    lineage: bool = False,
 ) -> bytes:
-    """On a worker: run the rows with the local batch engine; return the pickled ``[(index, result)]``."""
+    """On a worker: run the rows with the local batch engine; return the pickled ``[(index, result)]``.
+
+    ``lineage``: each row whose run is not kept brings its lineage back (the client stores it with the row)."""
     import cloudpickle
 
     flow = _worker_flow(blob)
@@ -259,6 +262,7 @@ def _run_chunk(
     opts = Options(concurrency, outputs, False, None, False, False, None, False, None, None, row_timeout, False)
     state = State.new(flow, Cases(cases, [], [], {}, outputs), opts)
     state.archive = RunArchive(keep, len(cases), None, findable=False)
+    state.lineages = {} if lineage else None
     progress = BatchProgress(flow.name, len(cases))
 
     cancelled = _cancel_watch()
@@ -286,6 +290,8 @@ def _run_chunk(
         if run is not None:  # the row's whole run record travels back with it (keep=)
             run.run_id = row["run_id"]
             row[_RUN] = run
+        elif state.lineages and pos in state.lineages:  # else its lineage (the row's store keeps it)
+            row[_LINEAGE] = state.lineages[pos]
         rows.append((index, row))
     try:
         return cloudpickle.dumps(rows)
@@ -299,6 +305,7 @@ def _run_chunk(
 
 
 _RUN = "__nbflow_run__"  # a returned row's key for its run record
+_LINEAGE = "__nbflow_lineage__"  # ... for its lineage, when its run is not kept
 
 
 _WATCH = 0.5  # seconds between checks that the client still wants a running chunk
@@ -405,6 +412,7 @@ async def _run_remote(
                 opts.row_timeout,
                 prefix,
                 opts.keep,
+                store is not None,
                 key=f"nbflow-{flow.name}-{prefix}-{submitted}",
                 pure=False,
             )
@@ -453,6 +461,7 @@ async def _run_remote(
             progress.in_flight -= len(rows)
             for i, result in _chunk_results(rows, ok, value, cases):
                 run = result.pop(_RUN, None)
+                lineage = result.pop(_LINEAGE, None)
                 state.results[i] = result
                 if run is not None and state.archive is not None:
                     run.graph, run._flow = flow.graph, flow
@@ -466,6 +475,7 @@ async def _run_remote(
                         secret,
                         secrets=secret_texts(cases.cases[i].inputs, by_name=bool(secret)),
                         run=run,
+                        lineage=lineage,
                     )
                     if store is not None
                     else None

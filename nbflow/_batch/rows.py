@@ -230,6 +230,9 @@ class State:
     fed: dict[int, Fed] = field(default_factory=dict)  # row -> the stored outputs its re-run is fed (reuse.py)
     reused: bool = False  # node-level reuse happened: the frame gets a REUSED_COLUMN
     copied: list[int] = field(default_factory=list)  # rows taken whole from the batch named by reuse= (to store)
+    lineages: dict[int, str | None] | None = (
+        None  # set: each row whose run is not kept, its lineage (a Dask worker's rows)
+    )
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
@@ -260,6 +263,7 @@ async def run_rows(
     loop = asyncio.get_running_loop()
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
     archive = state.archive
+    lineages = state.lineages
     packing = archive is not None and archive.budget is not None  # succeeded rows packed (runs.py)
     if archive is not None:
         archive.register(prefix)
@@ -345,6 +349,8 @@ async def run_rows(
             results[i] = result
             status = result["status"]
             kept = archive is not None and archive.wants(status)
+            if lineages is not None and not kept:  # (made where the run is: only its record could make it later)
+                lineages[i] = row_lineage(run)
             # With a store, a succeeded row's kept run is held in memory only if the store could not take it
             # whole (decided once written, below): df.nbflow.run(i) reads it back from the store.
             on_disk = kept and group is not None and status == "succeeded"
@@ -462,6 +468,7 @@ def save_row(
     *,
     secrets: tuple[str, ...] = (),
     run: Run | None = None,
+    lineage: str | None = None,
 ) -> str | None:
     """Write finished row ``i``; a value the store cannot hold fails that row (the batch goes on).
 
@@ -470,7 +477,7 @@ def save_row(
     frame (the row is in it) and ``frame.attrs["stopped"]`` names the StoreError.
     """
     try:
-        store.write_rows([prepare_row(store, state, i, result, secret, secrets=secrets, run=run)])
+        store.write_rows([prepare_row(store, state, i, result, secret, secrets=secrets, run=run, lineage=lineage)])
     except StoreError as exc:
         return _store_failed(i, exc)
     return None

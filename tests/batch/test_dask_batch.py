@@ -120,6 +120,22 @@ def test_resume_runs_only_the_failed_rows_from_the_store(client: Any, tmp_path: 
     assert list(again["score"].iloc[4:]) == [{"value": 2 * i + 1, "k": 1} for i in range(4, 10)]
 
 
+def test_rows_whose_runs_stay_on_the_workers_still_have_their_lineage(client: Any, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    rows = [{"x": i} for i in range(6)]
+    remote = scoring("dask-lineage").batch(rows, store=db, executor=client, chunk_size=2, keep="failed", progress=False)
+    local = scoring("dask-lineage").batch(rows, store=tmp_path / "local.db", keep="none", progress=False)
+    back = nf.load_batch(db, remote.attrs["batch_id"])
+    for i in (0, 5):  # succeeded rows: their runs were not kept (keep="failed"), their lineage was
+        assert remote["status"].iloc[i] == "succeeded"
+        theirs, ours = back.nbflow.lineage(i, "score"), local.nbflow.lineage(i, "score")
+        cols = ["node", "code_version", "parameter", "source", "kind", "value", "data_version", "output_version"]
+        pd.testing.assert_frame_equal(theirs[cols], ours[cols])  # the same data and code versions as a local row
+        assert theirs.loc[theirs["parameter"] == "x", "value"].tolist() == [repr(i)]
+    failed = back.nbflow.lineage(3, "double")  # the failed row's run came back whole: its record holds it
+    assert failed["node"].tolist() == ["double"] and failed["value"].tolist() == ["3"]
+
+
 def test_circuit_breaker_stops_submitting_chunks(client: Any) -> None:
     flow = scoring("dask-breaker", fail_from=0)
     rows = [{"x": i} for i in range(40)]
