@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextvars
+import itertools
 import json
 import math
 import os
@@ -291,6 +292,13 @@ def baseline_sync(pool: concurrent.futures.Executor) -> Callable[..., Awaitable[
     return run
 
 
+def _step(starts: list[float], k: int) -> float:
+    """µs: the median gap between consecutive starts of the first wave's first ``k`` (from the second on: the
+    first may start a loop turn earlier). Each gap is one node's hand-off and first step; the median leaves out
+    the OS's pauses and the collector's, which the last start carries."""
+    return statistics.median(b - a for a, b in itertools.pairwise(starts[1:k])) * 1e6
+
+
 def _columns(rounds: list[list[float]]) -> list[tuple[float, ...]]:
     """Per-round rows of figures -> one tuple per figure (over the rounds)."""
     return list(zip(*rounds, strict=True))
@@ -352,7 +360,7 @@ async def measure(
                     await fn()
                     samples[label].append(ideal / (time.perf_counter() - t0))
                     starts.sort()
-                    started[label].append([(starts[k - 1] - t0) * 1e3 for k in waves])
+                    started[label].append([(starts[k - 1] - t0) * 1e3 for k in waves] + [_step(starts, waves[0])])
             row: dict[str, Any] = {"shape": shape, "n": n, "ideal_ms": ideal * 1e3, "waves": waves}
             for label, values in samples.items():
                 row[label] = statistics.median(values)
@@ -401,7 +409,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['shape']:>5} N={r['n']:<5} ideal {r['ideal_ms']:6.1f} ms  baseline {r['baseline']:.3f} "
             f"(best {r['baseline_best']:.3f})  {parts}"
         )
-    print("start times: median ms from the call to the k-th node's start (k ends a wave), /baseline paired by round")
+    print(
+        "start times: median ms from the call to the k-th node's start (k ends a wave), then the median µs between"
+        " two starts of the first wave (one node's hand-off and first step); /baseline paired by round"
+    )
     for r in rows:
         parts = "  ".join(
             f"{label} "
@@ -411,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for label in ["baseline", *labels]
         )
-        print(f"{r['shape']:>5} N={r['n']:<5} k={r['waves']}  {parts}")
+        print(f"{r['shape']:>5} N={r['n']:<5} k={r['waves']}, step  {parts}")
     summary = ", ".join(f"{r['shape']} N={r['n']} {r['ratio']:.2f}x" for r in rows)
     print(f"summary: nbflow efficiency / hand-written gather efficiency: {summary}")
     floor = ", ".join(f"{r['shape']} N={r['n']} {r['floor'] / r['baseline']:.2f}x" for r in rows)
@@ -426,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
             + ")"
             for r in rows
         )
-        print(f"nbflow / before ({args.before}), efficiency (paired: per round), time to the waves' last start: {ab}")
+        print(
+            f"nbflow / before ({args.before}), efficiency (paired: per round), starts (each wave's last, then the step): {ab}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
