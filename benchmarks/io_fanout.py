@@ -13,6 +13,11 @@ Efficiency = ideal wall time / measured wall time (1.0: the nodes cost nothing).
 are sampled in interleaved rounds in the same process, after warm-up runs (a sync node without
 ``thread=`` learns it is slow on its first calls); each figure is the median of the rounds.
 
+Start times: each node notes when its call starts; per round, the time from the call to the last start of the
+first wave (async: all N; sync: the first 40, then all N). What the goal asks ("start them as fast as a plain
+``gather``") without the wait's own jitter (the OS wakes a sleep or a poll 0.1-1 ms late): on a loaded machine
+the wall time moves by several % from round to round, the start times much less.
+
     python benchmarks/io_fanout.py [--n 50 500] [--wait 0.02] [--repeat 41] [--shapes async sync] [--json out.json]
 
 Prints one line per (shape, N) and a summary line of nbflow's efficiency / the baseline's.
@@ -23,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextvars
+import itertools
 import json
 import math
 import os
@@ -52,7 +59,9 @@ def _sink_source(n: int, is_async: bool) -> Callable[..., Any]:
     return sink
 
 
-def async_flow(n: int, wait: float, validate: bool = True, lib: Any = None) -> nf.Flow:
+def async_flow(
+    n: int, wait: float, validate: bool = True, lib: Any = None, starts: list[float] | None = None
+) -> nf.Flow:
     nf = lib
     if nf is None:  # (here: fanout_memory.py's baseline process imports this module without nbflow)
         import nbflow as nf
@@ -66,6 +75,8 @@ def async_flow(n: int, wait: float, validate: bool = True, lib: Any = None) -> n
     for i in range(n):
 
         async def mid(src: int) -> int:
+            if starts is not None:
+                starts.append(time.perf_counter())
             await asyncio.sleep(wait)
             return src + 1
 
@@ -74,7 +85,7 @@ def async_flow(n: int, wait: float, validate: bool = True, lib: Any = None) -> n
     return flow
 
 
-def sync_flow(n: int, wait: float, lib: Any = None) -> nf.Flow:
+def sync_flow(n: int, wait: float, lib: Any = None, starts: list[float] | None = None) -> nf.Flow:
     nf = lib
     if nf is None:
         import nbflow as nf
@@ -88,6 +99,8 @@ def sync_flow(n: int, wait: float, lib: Any = None) -> nf.Flow:
     for i in range(n):
 
         def mid(src: int) -> int:
+            if starts is not None:
+                starts.append(time.perf_counter())
             time.sleep(wait)
             return src + 1
 
@@ -96,11 +109,13 @@ def sync_flow(n: int, wait: float, lib: Any = None) -> nf.Flow:
     return flow
 
 
-async def baseline_async(n: int, wait: float) -> int:
+async def baseline_async(n: int, wait: float, starts: list[float] | None = None) -> int:
     async def src() -> int:
         return 0
 
     async def mid(x: int) -> int:
+        if starts is not None:
+            starts.append(time.perf_counter())
         await asyncio.sleep(wait)
         return x + 1
 
@@ -147,17 +162,101 @@ async def _floor(n: int, mid: Callable[[int], Awaitable[int]]) -> int:
     return sum(output)
 
 
-async def floor_async(n: int, wait: float) -> int:
+class _Where:
+    """What ``_floor_kept`` registers per branch: which run and node its task runs (nbflow's ``WorkerContext``)."""
+
+    __slots__ = ("i", "run", "task")
+
+    def __init__(self, run: object, i: int) -> None:
+        self.run = run
+        self.i = i
+        self.task: Any = None
+
+
+_NODE: contextvars.ContextVar[Any] = contextvars.ContextVar("node", default=None)
+_ACTIVE: dict[Any, _Where] = {}
+
+
+async def _floor_kept(n: int, mid: Callable[[int], Awaitable[int]]) -> int:
+    """``_floor`` plus what nbflow keeps per branch beyond a state record: the node's inputs (a dict) and attempt
+    marker, an object naming the branch's run and node, found by its task (``nf.ask``) and through a context
+    variable (``nf.usage``, print capture, its threads), the run's set of tasks (cancel) and a count of those in
+    flight; each entry removed as the branch ends. By hand, the cheapest way: nbflow's per-branch books at
+    asyncio's own price (the line ``floor+``)."""
+    loop = asyncio.get_running_loop()
+    perf = time.perf_counter
+    current = asyncio.current_task
+    status = [0] * n
+    started = [0.0] * n
+    finished = [0.0] * n
+    inputs: list[Any] = [None] * n
+    attempts: list[Any] = [None] * n
+    output: list[Any] = [None] * n
+    left = [n]
+    in_flight = [0]
+    tasks: set[asyncio.Task[None]] = set()
+    done = loop.create_future()
+    run = object()
+
+    async def branch(i: int, x: int, where: _Where) -> None:
+        _NODE.set(where)
+        task = where.task = current()
+        _ACTIVE[task] = where
+        kwargs = {"x": x}
+        status[i] = 1
+        inputs[i] = kwargs
+        attempts[i] = 0
+        started[i] = perf()
+        try:
+            out = await mid(kwargs["x"])
+        except BaseException:
+            status[i] = 3
+            raise
+        finally:
+            in_flight[0] -= 1
+            where.task = None
+            _ACTIVE.pop(task, None)
+            tasks.discard(task)  # type: ignore[arg-type]
+        finished[i] = perf()
+        output[i] = out
+        status[i] = 2
+        left[0] -= 1
+        if not left[0]:
+            done.set_result(None)
+
+    s = 0
+    for i in range(n):
+        in_flight[0] += 1
+        tasks.add(loop.create_task(branch(i, s, _Where(run, i))))
+    await done
+    return sum(output)
+
+
+async def floor_kept_async(n: int, wait: float, starts: list[float] | None = None) -> int:
     async def mid(x: int) -> int:
+        if starts is not None:
+            starts.append(time.perf_counter())
+        await asyncio.sleep(wait)
+        return x + 1
+
+    return await _floor_kept(n, mid)
+
+
+async def floor_async(n: int, wait: float, starts: list[float] | None = None) -> int:
+    async def mid(x: int) -> int:
+        if starts is not None:
+            starts.append(time.perf_counter())
         await asyncio.sleep(wait)
         return x + 1
 
     return await _floor(n, mid)
 
 
-def floor_sync(pool: concurrent.futures.Executor) -> Callable[[int, float], Awaitable[int]]:
-    async def run(n: int, wait: float) -> int:
+def floor_sync(pool: concurrent.futures.Executor, kept: bool = False) -> Callable[..., Awaitable[int]]:
+    async def run(n: int, wait: float, starts: list[float] | None = None) -> int:
         def mid(x: int) -> int:
+            if starts is not None:
+                starts.append(time.perf_counter())
             time.sleep(wait)
             return x + 1
 
@@ -166,17 +265,19 @@ def floor_sync(pool: concurrent.futures.Executor) -> Callable[[int, float], Awai
         def call(x: int) -> Awaitable[int]:
             return loop.run_in_executor(pool, mid, x)
 
-        return await _floor(n, call)
+        return await (_floor_kept if kept else _floor)(n, call)
 
     return run
 
 
-def baseline_sync(pool: concurrent.futures.Executor) -> Callable[[int, float], Awaitable[int]]:
-    async def run(n: int, wait: float) -> int:
+def baseline_sync(pool: concurrent.futures.Executor) -> Callable[..., Awaitable[int]]:
+    async def run(n: int, wait: float, starts: list[float] | None = None) -> int:
         def src() -> int:
             return 0
 
         def mid(x: int) -> int:
+            if starts is not None:
+                starts.append(time.perf_counter())
             time.sleep(wait)
             return x + 1
 
@@ -191,12 +292,33 @@ def baseline_sync(pool: concurrent.futures.Executor) -> Callable[[int, float], A
     return run
 
 
+def _step(starts: list[float], k: int) -> float:
+    """µs: the median gap between consecutive starts of the first wave's first ``k`` (from the second on: the
+    first may start a loop turn earlier). Each gap is one node's hand-off and first step; the median leaves out
+    the OS's pauses and the collector's, which the last start carries."""
+    return statistics.median(b - a for a, b in itertools.pairwise(starts[1:k])) * 1e6
+
+
+def _columns(rounds: list[list[float]]) -> list[tuple[float, ...]]:
+    """Per-round rows of figures -> one tuple per figure (over the rounds)."""
+    return list(zip(*rounds, strict=True))
+
+
+def _paired_columns(rounds: list[list[float]], base: list[list[float]]) -> list[float]:
+    """Per figure: the median over the rounds of the round's figure / ``base``'s in the same round."""
+    return [
+        statistics.median(a / b for a, b in zip(col, ref, strict=True))
+        for col, ref in zip(_columns(rounds), _columns(base), strict=True)
+    ]
+
+
 async def measure(
     ns: list[int], wait: float, repeat: int, shapes: list[str], before: Any = None
 ) -> list[dict[str, Any]]:
     import nbflow as nf
 
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
+    starts: list[float] = []  # (each node's start time, by the clock of the round: see the module's docstring)
     rows = []
     libs = {"nbflow": nf} if before is None else {"nbflow": nf, "before": before}
     for shape in shapes:
@@ -206,14 +328,15 @@ async def measure(
             for label, what in (
                 ("baseline", baseline_async if shape == "async" else baseline_sync(pool)),
                 ("floor", floor_async if shape == "async" else floor_sync(pool)),
+                ("floor+", floor_kept_async if shape == "async" else floor_sync(pool, kept=True)),
             ):
 
                 async def hand_run(what: Any = what, n: int = n) -> None:
-                    assert await what(n, wait) == n
+                    assert await what(n, wait, starts) == n
 
                 runs[label] = hand_run
             for label, lib in libs.items():
-                flow = make(n, wait, lib=lib)
+                flow = make(n, wait, lib=lib, starts=starts)
                 flow.graph  # compile outside the timing  # noqa: B018
 
                 async def nbflow_run(flow: nf.Flow = flow, n: int = n, lib: Any = lib) -> None:
@@ -226,14 +349,19 @@ async def measure(
                 for fn in runs.values():
                     await fn()
             ideal = wait * (1 if shape == "async" else math.ceil(n / THREADS))
+            waves = [n] if shape == "async" else [min(n, THREADS), n]  # the k-th start that ends a wave
             samples: dict[str, list[float]] = {label: [] for label in runs}
+            started: dict[str, list[list[float]]] = {label: [] for label in runs}  # per round: ms to each wave's end
             for r in range(repeat):
                 order = list(runs.items()) if r % 2 == 0 else list(runs.items())[::-1]
                 for label, fn in order:
+                    starts.clear()
                     t0 = time.perf_counter()
                     await fn()
                     samples[label].append(ideal / (time.perf_counter() - t0))
-            row: dict[str, Any] = {"shape": shape, "n": n, "ideal_ms": ideal * 1e3}
+                    starts.sort()
+                    started[label].append([(starts[k - 1] - t0) * 1e3 for k in waves] + [_step(starts, waves[0])])
+            row: dict[str, Any] = {"shape": shape, "n": n, "ideal_ms": ideal * 1e3, "waves": waves}
             for label, values in samples.items():
                 row[label] = statistics.median(values)
                 row[f"{label}_best"] = max(values)
@@ -241,6 +369,13 @@ async def measure(
                 row[f"{label}_ratio"] = statistics.median(
                     v / b for v, b in zip(values, samples["baseline"], strict=True)
                 )
+                row[f"{label}_starts"] = [statistics.median(col) for col in _columns(started[label])]
+                row[f"{label}_starts_ratio"] = _paired_columns(started[label], started["baseline"])
+            if before is not None:  # nbflow / before, paired by round (as ``_ratio`` is to the baseline)
+                row["ab_ratio"] = statistics.median(
+                    a / b for a, b in zip(samples["nbflow"], samples["before"], strict=True)
+                )
+                row["ab_starts_ratio"] = _paired_columns(started["nbflow"], started["before"])
             row["ratio"] = row["nbflow"] / row["baseline"]
             rows.append(row)
     pool.shutdown()
@@ -264,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             before = import_before(args.before, pathlib.Path(tmp))
         rows = asyncio.run(measure(args.n, args.wait, args.repeat, args.shapes, before))
     print(f"load average {os.getloadavg()[0]:.2f}; efficiency = ideal / measured wall time, median of {args.repeat}")
-    labels = ["floor", "nbflow"] + (["before"] if args.before else [])
+    labels = ["floor", "floor+", "nbflow"] + (["before"] if args.before else [])
     for r in rows:
         parts = "  ".join(
             f"{label} {r[label]:.3f} (best {r[label + '_best']:.3f}, /baseline {r[label + '_ratio']:.3f})"
@@ -274,13 +409,37 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['shape']:>5} N={r['n']:<5} ideal {r['ideal_ms']:6.1f} ms  baseline {r['baseline']:.3f} "
             f"(best {r['baseline_best']:.3f})  {parts}"
         )
+    print(
+        "start times: median ms from the call to the k-th node's start (k ends a wave), then the median µs between"
+        " two starts of the first wave (one node's hand-off and first step); /baseline paired by round"
+    )
+    for r in rows:
+        parts = "  ".join(
+            f"{label} "
+            + ", ".join(
+                f"{ms:.2f} (/baseline {x:.2f})"
+                for ms, x in zip(r[f"{label}_starts"], r[f"{label}_starts_ratio"], strict=True)
+            )
+            for label in ["baseline", *labels]
+        )
+        print(f"{r['shape']:>5} N={r['n']:<5} k={r['waves']}, step  {parts}")
     summary = ", ".join(f"{r['shape']} N={r['n']} {r['ratio']:.2f}x" for r in rows)
     print(f"summary: nbflow efficiency / hand-written gather efficiency: {summary}")
     floor = ", ".join(f"{r['shape']} N={r['n']} {r['floor'] / r['baseline']:.2f}x" for r in rows)
     print(f"floor (a task and a state record per branch, by hand) / gather: {floor}")
+    kept = ", ".join(f"{r['shape']} N={r['n']} {r['floor+'] / r['baseline']:.2f}x" for r in rows)
+    print(f"floor+ (the floor and nbflow's other per-branch books, by hand) / gather: {kept}")
     if args.before:
-        ab = ", ".join(f"{r['shape']} N={r['n']} {r['nbflow'] / r['before']:.2f}x" for r in rows)
-        print(f"nbflow / before ({args.before}): {ab}")
+        ab = ", ".join(
+            f"{r['shape']} N={r['n']} {r['nbflow'] / r['before']:.2f}x (paired {r['ab_ratio']:.3f}; "
+            + "starts "
+            + "/".join(f"{x:.3f}" for x in r["ab_starts_ratio"])
+            + ")"
+            for r in rows
+        )
+        print(
+            f"nbflow / before ({args.before}), efficiency (paired: per round), starts (each wave's last, then the step): {ab}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -84,8 +84,10 @@ class _ThreadBudget:
             self._apply()
 
     def _apply(self) -> None:
+        if "numpy" not in sys.modules:  # no BLAS loaded: nothing to cap (asked before ``cores()``, a system call
+            return  # made twice per call in a worker thread, holding the GIL while 40 threads wait for it)
         want = max(1, cores() // self.running) if self.running > 1 else None
-        if want == self._applied or "numpy" not in sys.modules:  # no BLAS loaded: nothing to cap
+        if want == self._applied:
             return
         try:
             from threadpoolctl import ThreadpoolController

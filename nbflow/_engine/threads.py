@@ -91,6 +91,10 @@ class _Lease:
 
 
 _lanes: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
+# A loop's lane, found without asking anyio (``_lane``): ``current_default_thread_limiter()`` costs ~6 µs a call (sniffio,
+# the backend, a RunVar read), on the loop's thread, once per sync call: a fan-out of 50 blocking nodes paid it 50 times
+# in a row before its first worker thread could take the GIL (benchmarks/io_fanout.py, the ``sync`` shape).
+_lane_of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = weakref.WeakKeyDictionary()
 _feeders: set[asyncio.Task[None]] = set()  # the running ``_feed`` tasks
 
 
@@ -295,10 +299,10 @@ async def run_in_thread(func: Callable[[], Any], unless: Callable[[], bool] | No
     ``NOT_RUN`` is returned (a sync node that proved quick while this call waited for a token).
     """
     loop = asyncio.get_running_loop()
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    lane = _lanes.get(limiter)
+    lane = _lane_of_loop.get(loop)
     if lane is None:
-        lane = _lanes[limiter] = _Lane(limiter)
+        lane = _lane(loop)
+    limiter = lane.limiter
     future: asyncio.Future[Any] = loop.create_future()
     call = _Call(func, loop, future, unless)
     lease = _Lease(lane)
@@ -321,6 +325,19 @@ async def run_in_thread(func: Callable[[], Any], unless: Callable[[], bool] | No
     except BaseException:
         _abandon(lane, call)
         raise
+
+
+def _lane(loop: asyncio.AbstractEventLoop) -> _Lane:
+    """The lane of ``loop``'s default thread limiter, remembered for the loop.
+
+    anyio keeps that limiter in a ``RunVar``, one per loop, made on first use and never replaced (callers change its
+    ``total_tokens``, the same object): so the loop names it for good, and a later call needs no anyio look-up."""
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    lane = _lanes.get(limiter)
+    if lane is None:
+        lane = _lanes[limiter] = _Lane(limiter)
+    _lane_of_loop[loop] = lane
+    return lane
 
 
 def _abandon(lane: _Lane, call: _Call) -> None:
