@@ -498,6 +498,9 @@ class Run:
     """The checkpoint store this run is written to, if any."""
     _resources: Any = None  # this execution's resource instances (_engine/resources.py), never pickled
     _lineage: dict[str, Any] | None = None  # the stored lineage (a loaded run), or computed once finished
+    # The engine's lean path set it: a parameter's type check handed a node another object than its source gave,
+    # so that node's recorded inputs differ from its sources' values (a packed batch row keeps them; runs.py).
+    _recast = False
 
     def __init__(self, flow: str, run_id: str, inputs: Mapping[str, Any], nodes: Iterator[str] | Any) -> None:
         self.flow = flow
