@@ -63,10 +63,10 @@ _PLAIN_RUN = frozenset(
         "_ask_counts",
         "_c",
         "_flow",
+        "_lock",
         "_nodes",
         "_pause_requested",
         "_recast",
-        "_resume_lock",
         "_subscribers",
         "_watchers",
         "answers",
@@ -229,10 +229,13 @@ class RunArchive(str):
             or run.saved
         ):
             return None
-        key = (run.flow, names, tuple(run.inputs))
+        keys = tuple(run.inputs)
         last = self._shape_last
-        if last is not None and last.key == key:  # (a tuple compared item by item, its names by identity: no hash)
-            return last
+        if last is not None:  # (a batch's rows share a shape: compared item by item, the names by identity)
+            flow, last_names, last_keys = last.key
+            if last_names is names and last_keys == keys and flow == run.flow:
+                return last
+        key = (run.flow, names, keys)
         number = self._shapes.get(key)
         if number is None:
             number = len(self._shape_list)
