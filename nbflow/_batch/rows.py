@@ -264,7 +264,10 @@ async def run_rows(
     prefix = uuid.uuid4().hex[:8]  # run ids: "<batch call>-<row index>", unique and cheap
     archive = state.archive
     lineages = state.lineages
-    packing = archive is not None and archive.budget is not None  # succeeded rows packed (runs.py)
+    # Succeeded rows packed (runs.py): keep= left out, so the policy itself keeps none of them whole.
+    pack = archive.keep_succeeded if archive is not None and archive.budget is not None else None
+    if pack is not None and archive is not None and archive.wants("succeeded"):
+        pack = None
     if archive is not None:
         archive.register(prefix)
         archive.graph = graph
@@ -348,16 +351,18 @@ async def run_rows(
                 fed_result(result, fed, state.reused)
             results[i] = result
             status = result["status"]
-            kept = archive is not None and archive.wants(status)
+            if pack is not None and status == "succeeded":  # (no store here)
+                kept = on_disk = False
+                pack(run, i)
+            else:
+                kept = archive is not None and archive.wants(status)
+                # With a store, a succeeded row's kept run is held in memory only if the store could not take
+                # it whole (decided once written, below): df.nbflow.run(i) reads it back from the store.
+                on_disk = kept and group is not None and status == "succeeded"
+                if archive is not None and kept and not on_disk:
+                    archive.offer(run, status)
             if lineages is not None and not kept:  # (made where the run is: only its record could make it later)
                 lineages[i] = row_lineage(run)
-            # With a store, a succeeded row's kept run is held in memory only if the store could not take it
-            # whole (decided once written, below): df.nbflow.run(i) reads it back from the store.
-            on_disk = kept and group is not None and status == "succeeded"
-            if archive is not None and kept and not on_disk:
-                archive.offer(run, status)
-            elif packing and status == "succeeded" and archive is not None:  # (no store here)
-                archive.keep_succeeded(run, i)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
                 # Nothing of the finished run stays alive across the wait for the commit (unless kept): objects

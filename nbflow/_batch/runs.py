@@ -56,15 +56,17 @@ KEEP_LIMIT = 10_000
 _SLOT = 8  # bytes a packed run adds to its row's slot array (``RunArchive._slots``)
 _SHAPE_BITS = 16  # a packed run's slot: its position in its shape's columns << 16 | the shape's number
 _RUN_BYTES = (1_024, 700)  # a whole run kept as it is: estimated bytes, fixed and per node (measured: ~3 KiB for 3)
-# What a finished batch row's run holds in its __dict__ when it is plain (anything else: kept whole, not packed).
+# What a finished batch row's run may hold of its own when it is plain: the attributes ``Run.__init__`` sets and
+# the few a plain run sets or reads (every other one is a class default a plain run leaves as it is: ``_lean``).
 _PLAIN_RUN = frozenset(
     {
         "_ask_counts",
         "_c",
         "_flow",
+        "_lock",
         "_nodes",
         "_pause_requested",
-        "_resume_lock",
+        "_recast",
         "_subscribers",
         "_watchers",
         "answers",
@@ -120,6 +122,7 @@ class RunArchive(str):
         self.flow: Any = None  # the batch's Flow: an unpacked run displays and resumes through it
         self._shapes: dict[tuple[Any, ...], int] = {}  # (flow, node names, input names) -> its _Shape's number
         self._shape_list: list[_Shape] = []
+        self._shape_last: _Shape | None = None  # the shape found last (a batch's rows share one or a few)
 
     def wants(self, status: str) -> bool:
         """Does the policy keep a row that ended with ``status``? Paused rows always: they resume from it."""
@@ -213,20 +216,26 @@ class RunArchive(str):
         c = run._c
         names = c.names
         n = len(names)
-        lean, done, run_done = _LEAN or _lean()
+        lean, done, run_done, fields, defaults = _LEAN or _lean()
         if (
             run.status is not run_done
             or c.status.count(done) != n
             or c.attempts.count(lean) != n
             or c.cold.count(None) != n
             or None in c.inputs
-            or not _PLAIN_RUN.issuperset(run.__dict__)
+            or fields(run) != defaults  # (not ``run.__dict__``: reading it makes the dict, ~0.5 µs a run)
             or run.pending
             or run.answers
             or run.saved
         ):
             return None
-        key = (run.flow, names, tuple(run.inputs))
+        keys = tuple(run.inputs)
+        last = self._shape_last
+        if last is not None:  # (a batch's rows share a shape: compared item by item, the names by identity)
+            flow, last_names, last_keys = last.key
+            if last_names is names and last_keys == keys and flow == run.flow:
+                return last
+        key = (run.flow, names, keys)
         number = self._shapes.get(key)
         if number is None:
             number = len(self._shape_list)
@@ -234,7 +243,8 @@ class RunArchive(str):
                 return None
             self._shapes[key] = number
             self._shape_list.append(_Shape(key, self.graph, self.outputs, number))
-        return self._shape_list[number]
+        last = self._shape_last = self._shape_list[number]
+        return last
 
     def _unpack(self, run_id: str, slot: int) -> Run:
         """The run ``_Shape.pack`` packed, as it was (its nodes' recorded inputs rebuilt from their sources)."""
@@ -337,11 +347,25 @@ class _Shape:
     appends, and the garbage collector follows one list per plan, not one tuple per row.
 
     A packed run is a lean-path run (every attempt ``LEAN``), whose nodes were called with exactly what their
-    sources gave, except where a parameter's type check may hand back another object: those nodes (and
-    the unknown ones) are ``verify``-ed per row, and their recorded inputs kept where they differ.
+    sources gave, except where a parameter's type check handed back another object: the engine says so
+    (``Run._recast``), and only then are the nodes with checks (and always the unknown ones) ``verify``-ed,
+    their recorded inputs kept where they differ. (Verifying every row was a Python loop per checked node.)
     ``tests/batch/test_every_row_opens.py`` opens packed runs against whole ones of the same rows."""
 
-    __slots__ = ("bytes", "counted", "deps", "key", "number", "recorded", "span", "times", "values", "verify", "width")
+    __slots__ = (
+        "bytes",
+        "counted",
+        "deps",
+        "key",
+        "number",
+        "recorded",
+        "span",
+        "times",
+        "unknown",
+        "values",
+        "verify",
+        "width",
+    )
 
     def __init__(
         self,
@@ -379,6 +403,7 @@ class _Shape:
                 verify.append(i)
         self.deps = tuple(deps)
         self.verify = tuple(verify)
+        self.unknown = None in deps  # a node whose recorded inputs are never rebuilt: every run keeps them
 
     def pack(self, run: Run) -> tuple[int, int] | None:
         """Append ``run`` (of this shape, plain: ``RunArchive._shape_of``) to the columns: its position and the bytes
@@ -393,6 +418,12 @@ class _Shape:
             return None
         output = c.output
         inputs = run.inputs
+        values = self.values
+        position = len(values) // self.width
+        values.extend(inputs.values())
+        values.extend(output)
+        if not run._recast and not self.unknown:  # (most rows: what each node got is what its sources gave)
+            return position, 0
         recorded: list[Mapping[str, Any] | None] | None = None
         for i in self.verify:  # nodes whose recorded inputs may not be what the sources gave (see above)
             have: Any = c.inputs[i]  # (never None here: checked by _shape_of)
@@ -412,10 +443,6 @@ class _Shape:
                 if recorded is None:
                     recorded = [None] * len(output)
                 recorded[i] = have
-        values = self.values
-        position = len(values) // self.width
-        values.extend(inputs.values())
-        values.extend(output)
         if recorded is None:
             return position, 0
         self.recorded[position] = tuple(recorded)
@@ -430,18 +457,33 @@ def _one(i: int) -> Callable[[list[Any]], tuple[Any]]:
     return lambda values: (values[i],)
 
 
-_LEAN: tuple[Any, Any, Any] | None = None
+_LEAN: tuple[Any, Any, Any, Callable[[Run], tuple[Any, ...]], tuple[Any, ...]] | None = None
 
 
-def _lean() -> tuple[Any, Any, Any]:
-    """(``LEAN``, ``NodeStatus.SUCCEEDED``, ``RunStatus.SUCCEEDED``), imported on first use (this module is
-    imported with pandas, before any run)."""
+def _lean() -> tuple[Any, Any, Any, Callable[[Run], tuple[Any, ...]], tuple[Any, ...]]:
+    """(``LEAN``, ``NodeStatus.SUCCEEDED``, ``RunStatus.SUCCEEDED``, a getter of a run's other fields, their
+    defaults), imported on first use (this module is imported with pandas, before any run).
+
+    The other fields: every data attribute ``Run`` declares with a class default (``reason``, ``reused``,
+    ``store``, ``targets``, ...) apart from ``_PLAIN_RUN``; a plain run leaves each at its default, and a run
+    whose field differs is kept whole. Every other attribute a run has is set by ``Run.__init__`` (all in
+    ``_PLAIN_RUN``), so this is the check of ``run.__dict__`` against ``_PLAIN_RUN`` without making the dict."""
     global _LEAN
     if _LEAN is None:
         from nbflow._core.states import NodeStatus, RunStatus
-        from nbflow._record.run import LEAN
+        from nbflow._record.run import LEAN, Run
 
-        _LEAN = (LEAN, NodeStatus.SUCCEEDED, RunStatus.SUCCEEDED)
+        names = tuple(
+            name
+            for name, value in vars(Run).items()
+            if not name.startswith("__")
+            and not name.lstrip("_").isupper()  # (a constant: _TRANSIENT)
+            and name not in _PLAIN_RUN
+            and not callable(value)
+            and not hasattr(value, "__get__")  # (a property, a cached_property: not a field)
+        )
+        defaults = tuple(getattr(Run, name) for name in names)
+        _LEAN = (LEAN, NodeStatus.SUCCEEDED, RunStatus.SUCCEEDED, operator.attrgetter(*names), defaults)
     return _LEAN
 
 

@@ -646,7 +646,11 @@ class _Scheduler:
                         try:
                             for param, check in g.checks:
                                 if param in kwargs:
-                                    kwargs[param] = check(kwargs[param])
+                                    value = kwargs[param]
+                                    checked = check(value)
+                                    if checked is not value:  # the node gets another object than its source gave
+                                        kwargs[param] = checked
+                                        run._recast = True
                             guard = MutationCheck(spec.name, kwargs) if config.check_mutation else None
                             args = kwargs  # (a node's own views of shared frames and arrays: isolation.py)
                             if "pandas" in modules or "numpy" in modules:
