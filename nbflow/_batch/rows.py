@@ -494,15 +494,15 @@ def prepare_row(
     secrets: tuple[str, ...] = (),
     run: Run | None = None,
     lineage: str | None = None,
-    own: Mapping[str, Any] | None = None,
+    case_row: Mapping[str, Any] | None = None,
 ) -> PreparedRow:
     """Row ``i`` encoded for the store; a value the store cannot hold fails the row (``result`` says so).
 
-    ``own``: the row's own columns, stored before ``result``'s (a worker's result holds the result columns alone);
-    a column failed here that is one of them is then set to None in ``result`` too."""
+    ``case_row``: the case's own columns, stored before ``result``'s (a worker's result holds the result columns
+    alone); a column failed here that is one of them is then set to None in ``result`` too."""
     assert state.batch_id is not None
     batch_id, key = state.batch_id, state.cases.cases[i].key
-    data = result if own is None else {**own, **result}
+    data = result if case_row is None else {**case_row, **result}
 
     def prepare() -> PreparedRow:
         return store.prepare_row(
@@ -657,7 +657,9 @@ class GroupCommit:
             )
             out.append(
                 row
-                or prepare_row(store, state, i, result, secret, secrets=secrets, run=run, lineage=lineage, own=case.row)
+                or prepare_row(
+                    store, state, i, result, secret, secrets=secrets, run=run, lineage=lineage, case_row=case.row
+                )
             )
         return out
 
