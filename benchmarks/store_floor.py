@@ -12,6 +12,15 @@ and interleaved round by round, what ``store=`` adds per row to the same batch (
 ``store_overhead.py`` measures it). CPU time of the process, the collector off while timing, min and median
 of the rounds.
 
+A second floor does what the store must do for a row, by hand, with no nbflow code (``minimal_store``): the row's
+JSON (orjson), its content key (SHA-256 of its inputs' JSON), the data versions its lineage names (SHA-256 of each
+input's and output's pickle, the same rule) and a minimal lineage text of them, with ``keep="all"`` also a pickle
+of the run's record (its inputs, node names, outputs and times), then the same inserts in groups.
+
+The ratios are also taken round by round ("paired": each round's nbflow batch and floors ran within seconds of each
+other, so a slow minute of the shared machine weighs on both): min and median of the per-round ratios are steadier
+than a ratio of medians when the load moves.
+
     python benchmarks/store_floor.py [--rows 5000] [--rounds 7] [--group 100]
 
 Goal (issue 35): ``store=`` adds <= 2x SQLite's floor per row (printed as ratios, min and median of the rounds).
@@ -121,6 +130,74 @@ def hashing_cost(flow: Any, inputs: list[dict[str, int]]) -> float:
         gc.enable()
 
 
+def minimal_inputs(flow: Any, inputs: list[dict[str, int]], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Per row what a minimal store is given: (the row's values as a dict, the run's inputs, the values its lineage
+    names, run id, status, the run's node names, outputs and start/finish times)."""
+    import json
+
+    frame = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, keep="all"))
+    out = []
+    for run, row in zip(frame.nbflow.runs(), rows, strict=True):
+        c = run._c
+        out.append(
+            (
+                json.loads(row[8]),
+                dict(run.inputs),
+                [*run.inputs.values(), *c.output],
+                run.run_id,
+                "succeeded",
+                tuple(c.names),
+                list(c.output),
+                list(c.started),
+                list(c.finished),
+            )
+        )
+    return out
+
+
+def minimal_store(path: str, given: list[tuple[Any, ...]], keep: str, group: int) -> float:
+    """A hand-written store doing a row's duties (see the module's docstring) into nbflow's schema; CPU seconds."""
+    import hashlib
+    import pickle
+
+    import orjson
+
+    BatchStore(path).close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    runs_too = keep == "all"
+    if runs_too:
+        ensure_schema(db, path)
+    sha, dumps, odumps, now = hashlib.sha256, pickle.dumps, orjson.dumps, time.time
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        rowid = 0
+        for k in range(0, len(given), group):
+            rows, runs = [], []
+            for data, inputs, values, run_id, status, names, outputs, started, finished in given[k : k + group]:
+                rowid += 1
+                key = sha(odumps(inputs)).hexdigest()[:32]
+                text = odumps(data).decode()
+                lineage = odumps(["v:" + sha(dumps(v, protocol=5)).hexdigest() for v in values]).decode()
+                if runs_too:
+                    record = dumps((inputs, names, outputs, started, finished), protocol=5)
+                    runs.append((run_id, "store_bench", status, now(), record, lineage))
+                    lineage = None
+                rows.append((rowid, "b", key, rowid - 1, run_id, status, now(), "f", text, lineage))
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(_ROW_SQL, rows)
+            if runs:
+                db.executemany(_COMPACT_RUN_SQL, runs)
+            db.execute("COMMIT")
+        db.close()
+        return time.process_time() - t0
+    finally:
+        gc.enable()
+
+
 async def added(flow: Any, rows: list[dict[str, int]], path: str, keep: str | None) -> float:
     """CPU seconds ``store=`` added to one batch: with the store minus without, back to back."""
     spent = []
@@ -154,7 +231,9 @@ def main() -> None:
             content[keep] = stored(path)
             assert len(content[keep][0]) == n, "every row stored"
             assert (len(content[keep][1]) == n) == (keep == "all"), "a record per row with keep='all' only"
+        given = minimal_inputs(flow, inputs, content["none"][0])
         floor: dict[str, list[float]] = {k: [] for k in kinds}
+        minimal: dict[str, list[float]] = {k: [] for k in kinds}
         nb: dict[str, list[float]] = {k: [] for k in kinds}
         lineage: list[float] = []
         hashing: list[float] = []
@@ -164,16 +243,20 @@ def main() -> None:
             for keep in kinds:
                 rows, runs = content[keep]
                 floor[keep].append(rewrite(os.path.join(tmp, f"floor-{keep}-{r}.db"), rows, runs, args.group) / n)
+                minimal[keep].append(
+                    minimal_store(os.path.join(tmp, f"min-{keep}-{r}.db"), given, keep, args.group) / n
+                )
                 nb[keep].append(asyncio.run(added(flow, inputs, os.path.join(tmp, f"nb-{keep}-{r}.db"), keep)) / n)
     print(
         f"store= floor: {n} rows, the stored values written again by SQLite alone in groups of {args.group}, "
         f"{args.rounds} rounds, collector off (µs of CPU per row, min / median)"
     )
-    print(f"  {'':46s} {'SQLite alone':>16s} {'nbflow store= adds':>20s}")
+    print(f"  {'':46s} {'SQLite alone':>16s} {'minimal store':>16s} {'nbflow store= adds':>20s}")
     for keep, label in kinds.items():
-        f, a = floor[keep], nb[keep]
+        f, m, a = floor[keep], minimal[keep], nb[keep]
         print(
             f"  {label:46s} {min(f) * 1e6:6.1f} / {statistics.median(f) * 1e6:5.1f}"
+            f"   {min(m) * 1e6:6.1f} / {statistics.median(m) * 1e6:5.1f}"
             f"   {min(a) * 1e6:8.1f} / {statistics.median(a) * 1e6:5.1f}"
         )
     rows, runs = content["all"]
@@ -186,6 +269,12 @@ def main() -> None:
         f, a = floor[keep], nb[keep]
         lo, med = min(a) / min(f), statistics.median(a) / statistics.median(f)
         print(f"  keep={keep!r}: store= adds {lo:.2f}x (min) / {med:.2f}x (median) SQLite's floor (goal <= 2x)")
+        for name, under in (("SQLite's floor", f), ("the minimal store", minimal[keep])):
+            per_round = [x / y for x, y in zip(a, under, strict=True)]
+            print(
+                f"      paired, round by round: {min(per_round):.2f}x (min) / {statistics.median(per_round):.2f}x "
+                f"(median) {name}"
+            )
     f, a, lin = floor["all"], nb["all"], statistics.median(lineage)
     print(
         f"  computing each run's lineage (nbflow/_engine/lineage.py) costs {min(lineage) * 1e6:.1f} / "

@@ -294,7 +294,6 @@ async def run_rows(
     has_process = any(g.spec.options.get("executor") == "process" for g in graph.nodes.values())
     log_rows = logs.BATCH.isEnabledFor(logs.logging.DEBUG) or logs.NODE.isEnabledFor(logs.logging.INFO)
     fed_rows = state.fed  # resumed rows re-run from their changed nodes (reuse.py): stored outputs fed in
-    whole_rows = store is not None  # (a stored row is written from its result: its own columns too)
     no_outputs: dict[str, Any] = {}
 
     async def worker() -> None:
@@ -342,7 +341,9 @@ async def run_rows(
             finally:
                 progress.in_flight -= 1
             del running[i]
-            result = _result(case, run, outputs, timeout=row_timeout if timed_out else None, whole=whole_rows)
+            # (the result columns alone: ``Results`` reads the case's own columns from the case, and a stored row
+            # gets them in the group commit)
+            result = _result(case, run, outputs, timeout=row_timeout if timed_out else None, whole=False)
             if has_process and result["latency"] is not None:  # a wait for a process worker is not latency
                 result["latency"] = max(0.0, result["latency"] - queue_time(run))
             if used:
@@ -498,18 +499,23 @@ def prepare_row(
     secrets: tuple[str, ...] = (),
     run: Run | None = None,
     lineage: str | None = None,
+    case_row: Mapping[str, Any] | None = None,
 ) -> PreparedRow:
-    """Row ``i`` encoded for the store; a value the store cannot hold fails the row (``result`` says so)."""
+    """Row ``i`` encoded for the store; a value the store cannot hold fails the row (``result`` says so).
+
+    ``case_row``: the case's own columns, stored before ``result``'s (a worker's result holds the result columns
+    alone); a column failed here that is one of them is then set to None in ``result`` too."""
     assert state.batch_id is not None
     batch_id, key = state.batch_id, state.cases.cases[i].key
+    data = result if case_row is None else {**case_row, **result}
 
     def prepare() -> PreparedRow:
         return store.prepare_row(
             batch_id,
             i,
-            result["run_id"],
-            result["status"],
-            result,
+            data["run_id"],
+            data["status"],
+            data,
             secret_columns=secret,
             secrets=secrets,
             run=run,
@@ -523,14 +529,17 @@ def prepare_row(
         return prepare()
     except UnstorableValue as exc:
         column = exc.column
-        node = column if column in state.cases.outputs else result.get("error_node")
-        result[column] = None
-        result.update(
-            status="failed",
-            error_type="StoreError",
-            error_message=f"row {i}: the output of node {node!r} cannot be stored in {store.path!r}: {exc}",
-            error_node=node,
-        )
+        node = column if column in state.cases.outputs else data.get("error_node")
+        failed = {
+            column: None,
+            "status": "failed",
+            "error_type": "StoreError",
+            "error_message": f"row {i}: the output of node {node!r} cannot be stored in {store.path!r}: {exc}",
+            "error_node": node,
+        }
+        data.update(failed)
+        if data is not result:
+            result.update(failed)
         return prepare()
 
 
@@ -634,15 +643,29 @@ class GroupCommit:
         plain = store.plain_row
         out = []
         for i, result, run, lineage in rows:
-            secrets = secret_texts(cases[i].inputs, by_name=by_name)
+            case = cases[i]
+            secrets = secret_texts(case.inputs, by_name=by_name)
             row = (
                 None
                 if secrets or secret
                 else plain(
-                    batch_id, i, result["run_id"], result["status"], result, cases[i].key, fingerprint, run, lineage
+                    batch_id,
+                    i,
+                    result["run_id"],
+                    result["status"],
+                    {**case.row, **result},  # (its own columns, then the result's)
+                    case.key,
+                    fingerprint,
+                    run,
+                    lineage,
                 )
             )
-            out.append(row or prepare_row(store, state, i, result, secret, secrets=secrets, run=run, lineage=lineage))
+            out.append(
+                row
+                or prepare_row(
+                    store, state, i, result, secret, secrets=secrets, run=run, lineage=lineage, case_row=case.row
+                )
+            )
         return out
 
 
