@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from nbflow._graph.graph import Graph
     from nbflow._record.run import Run
 
-__all__ = ["code_versions", "environment", "git_commit", "lineage_of", "lineage_text", "node_inputs", "row_lineage"]
+__all__ = ["code_versions", "environment", "git_commit", "lineage_of", "node_inputs", "row_lineage"]
 
 _VALUE_TEXT = 120  # longest value shown (the data version identifies it whole)
 
@@ -339,146 +339,8 @@ def row_lineage(run: Run) -> str | None:
         if memo is not None and memo[0] == (run.status, run.finished_at):
             data = compact(memo[1])
         else:
-            if not redact:  # nothing to redact (no secret of the run's nor of the process): the common row
-                text = _plain_row_text(run)
-                if text is not None:
-                    return text
             data = _lineage_of(run, compact=True, redact=redact)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}
     # Its values redacted (the redactor holds the run's secrets and the process's), never its node names.
     return lineage_json(redacted(data, redact) if redact else data)
-
-
-# A lineage written straight as its JSON text (``_plain_text``), from pieces made once per graph and form.
-_PIECES = {False: "lineage_run_text", True: "lineage_row_text"}
-_NOT_MADE = object()
-
-
-def lineage_text(run: Run, redact: Redactor) -> str | None:
-    """The finished run's lineage as a checkpoint stores it, ``lineage_json(lineage_of(run))``, when ``redact``
-    (the run's redactor: ``Redactor.for_inputs`` of its root's inputs) has nothing to redact and the run's flow
-    inputs are numbers, flags, None or texts; None for any other run (the caller writes ``lineage_of``'s,
-    redacted). Made as text directly (``_plain_text``): a batch row's kept run needs no other form
-    (``run.lineage()`` makes the data again if asked: the same)."""
-    if redact or run.graph is None:
-        return None
-    return _plain_text(run, False)
-
-
-def _plain_row_text(run: Run) -> str | None:
-    """``lineage_json(_lineage_of(run, compact=True))``, the same text, for a run with nothing to redact (see
-    ``_plain_text``)."""
-    return _plain_text(run, True)
-
-
-def _plain_text(run: Run, compact: bool) -> str | None:
-    """``lineage_json(_lineage_of(run, compact))``, the same text, for a run with nothing to redact whose flow
-    inputs are numbers, flags, None or texts (the common batch row); None for any other run (the general path
-    writes it).
-
-    A lineage is mostly the same text for every run of a graph (node names, code versions, parameters, sources,
-    the parameters' defaults, the environment): those pieces are encoded once per graph (``_piece``) and only
-    the data versions and the inputs' reprs are put between them, where making the lineage's lists and dicts
-    for orjson, and encoding them, cost most of a row's lineage apart from its hashing."""
-    graph = run.graph
-    assert graph is not None
-    kind_of = _PIECES[compact]
-    pieces: dict[str, Any] | None = graph._views.get(kind_of)
-    if pieces is None:
-        pieces = graph._views[kind_of] = {}
-    inputs = run.inputs
-    done: dict[str, str] = {}  # node -> its output version's JSON (the whole form's node parameters name it)
-    parts = []
-    c = run._c
-    statuses, outs, cold = c.status, c.output, c.cold
-    for i, name in enumerate(c.names):
-        status = statuses[i]
-        if status is _PENDING:
-            continue
-        piece: Any = pieces.get(name, _NOT_MADE)
-        if piece is _NOT_MADE:
-            if name not in graph.nodes:
-                continue
-            piece = pieces[name] = _piece(run, name, compact)
-        if piece is None:
-            return None  # (a node whose parameters the pieces do not cover: alternatives)
-        head, params = piece
-        output = "null"
-        if status is _SUCCEEDED:
-            extra = cold[i]
-            cached = None if extra is None else extra.get("_cache_id")
-            if isinstance(cached, str):
-                output = _json_id(cached)  # (a cache's id for it: any text)
-            else:
-                version = _version(outs[i])
-                if version is not None:  # (the record's ``_cache_id``, as ``_lineage_of`` keeps it)
-                    if extra is None:
-                        extra = cold[i] = {}
-                    extra["_cache_id"] = version
-                    output = f'"{version}"'  # ("v:" and a hex digest: no escaping)
-        done[name] = output
-        texts: list[str] = []
-        for kind, source, text, default in params:
-            if kind == 0:  # an upstream node's output: the same text in every row (its version, in the whole form)
-                texts.append(text if compact else f"{text}{done.get(source, 'null')}]")
-            elif source in inputs:  # a flow input the run was given
-                value = inputs[source]
-                t = type(value)
-                if kind == 2 or (t not in _PLAIN_INPUTS and t is not str):
-                    return None  # (a secret-looking name, a container...: the general path writes it)
-                shown = repr(value)
-                if len(shown) > _VALUE_TEXT:
-                    shown = shown[: _VALUE_TEXT - 3] + "..."
-                shown = lineage_json(shown) if t is str else f'"{shown}"'  # (a number's repr needs no escaping)
-                version = _version(value)
-                texts.append(f'{text}{shown},"{version}"]' if version is not None else f"{text}{shown},null]")
-            elif default is not None:  # its default (none: the parameter is left out)
-                texts.append(default)
-        if compact:
-            parts.append(f"{head}{output},[{','.join(texts)}]]")
-        else:
-            parts.append(f'{head}{output},"inputs":[{",".join(texts)}]}}')
-    if compact:
-        return '{"nodes":{' + ",".join(parts) + "}}"
-    env = pieces.get("\x00env")  # (no node has that name)
-    if env is None:
-        env = pieces["\x00env"] = lineage_json(_environment(graph))
-    return '{"env":' + env + ',"nodes":{' + ",".join(parts) + "}}"
-
-
-def _json_id(version: str) -> str:
-    """A cache's id of an output as JSON (written as it is when it needs no escaping, as a digest's text)."""
-    if version.isascii() and version.isprintable() and '"' not in version and "\\" not in version:
-        return f'"{version}"'
-    return lineage_json(version)
-
-
-def _piece(run: Run, name: str, compact: bool) -> tuple[str, list[tuple[int, str, str | None, str | None]]] | None:
-    """Node ``name``'s pieces of a lineage's text: its head (``'"name":['``; the whole form's ``'"name":{"code":
-    ...,"output":'``) and per parameter ``(kind, source, text, default)``: kind 0 an upstream node's (``text``
-    whole in the compact form, up to its version in the whole form), 1 a flow input's (``text`` up to its
-    value), 2 a secret-named input's; ``default`` the whole text of the parameter's default, written when the
-    run was not given the input (None: no default, the parameter is left out). None for a node the pieces do
-    not cover (a parameter with alternative sources: which one ran depends on the run)."""
-    graph = run.graph
-    assert graph is not None
-    params: list[tuple[int, str, str | None, str | None]] = []
-    for t in _template(graph, name):
-        if len(t) == 3:
-            param, source, alternatives = t
-            if alternatives is not None:
-                return None
-            text = lineage_json([param, source, "node"]) if compact else lineage_json([param, source, "node", None])
-            params.append((0, source, text if compact else text[:-1] + ",", None))
-            continue
-        param, source, secret_name, has, shown, version = t
-        default = None
-        if has:
-            default = lineage_json([param, source, "default", REDACTED_TEXT if secret_name else shown, version])
-        head = None if secret_name else lineage_json([param, source, "input"])[:-1] + ","
-        params.append((2 if secret_name else 1, source, head, default))
-    if compact:
-        return f"{lineage_json(name)}:[", params
-    code = code_versions(graph, bool(getattr(run._flow, "validate", True))).get(name)
-    return f'{lineage_json(name)}:{{"code":{lineage_json(code)},"output":', params

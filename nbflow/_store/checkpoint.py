@@ -437,12 +437,6 @@ def _lineage_text(run: Run, red: Redactor) -> str | None:
     if run._flow is None or run.graph is None or not run.status.finished:
         return None
     try:
-        if not red:  # nothing to redact: the common batch row's text, made directly (no data for orjson)
-            from nbflow._engine.lineage import lineage_text
-
-            text = lineage_text(run, red)
-            if text is not None:
-                return text
         data = run._lineage = run._flow._lineage_of(run)
     except Exception as exc:  # lineage must never lose a row: it says why it is missing
         data = {"error": f"{type(exc).__name__}: {exc}"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import warnings
 from pathlib import Path
@@ -288,48 +287,3 @@ def test_a_row_whose_run_was_not_kept_names_what_its_kept_run_would(tmp_path: Pa
     third = none.nbflow.lineage(2).set_index("parameter")
     assert third.loc["d", "kind"] == "input" and third.loc["d", "value"] == "None"
     assert third.loc["a", "data_version"].startswith("v:")
-
-
-@pytest.mark.usefixtures("forget_generated_secrets")
-def test_a_stored_lineage_is_the_same_text_whichever_path_wrote_it(tmp_path: Path) -> None:
-    """A batch row's lineage (keep="none") and a kept run's (keep="all") are written as text from pieces made once per
-    graph when nothing is redacted: after a restart they must read as ``flow.run(...).lineage()`` does, for texts
-    JSON must escape (quotes, backslashes, control and non-ASCII characters), an upstream node named twice and a
-    default; a secret input takes the general path and is never written."""
-    from nbflow._core import secrets
-
-    secrets._KNOWN.texts = frozenset()  # (a secret learned by an earlier test would send every row the general way)
-    secrets._KNOWN.version += 1
-    flow = nf.Flow("texts")
-
-    @flow.node
-    def prep(a: str, n: int = 2) -> str:
-        return a * n
-
-    @flow.node
-    def both(prep: str, a: str) -> int:
-        return len(prep) + len(a)
-
-    @flow.node
-    def last(both: int, prep: str, api_key: str = "none") -> int:
-        return both + len(prep)
-
-    plain = [{"a": 'q"uote\\'}, {"a": "é\u2028\x00\ttab", "n": 3}, {"a": "z" * 300}, {"a": "s", "n": -0.0}]
-    for secret in (False, True):  # (the secret second: once made, every later row of the process is redacted)
-        rows = [{"a": "s", "api_key": nf.Secret("sk-a-long-enough-secret-text")}] if secret else plain
-        for keep in ("none", "all"):
-            path = tmp_path / f"{keep}-{len(rows)}.db"
-            frame = flow.batch(rows, store=path, keep=keep, progress=False)
-            loaded = nf.load_batch(path, frame.attrs["batch_id"])  # (read back from the file, as after a restart)
-            for i, row in enumerate(rows):
-                expected = flow.run(**row).lineage()
-                pd.testing.assert_frame_equal(frame.nbflow.lineage(i), expected)
-                pd.testing.assert_frame_equal(loaded.nbflow.lineage(i), expected)
-                if keep == "all":
-                    pd.testing.assert_frame_equal(nf.load_run(path, frame["run_id"][i]).lineage(), expected)
-            with sqlite3.connect(path) as db:
-                texts = [t for (t,) in db.execute("SELECT lineage FROM batch_rows")]
-                if keep == "all":
-                    texts = [t for (t,) in db.execute("SELECT lineage FROM checkpoint_runs")]
-            assert all(json.loads(t)["nodes"] for t in texts)  # (the frames above may come from the runs in memory)
-            assert not any("sk-a-long-enough-secret-text" in t for t in texts)
