@@ -178,3 +178,28 @@ def test_runs_the_packed_form_cannot_hold_are_kept_whole_within_the_budget(budge
     assert 1 <= openable.sum() < len(cases) and openable.iloc[0] and not openable.iloc[-1]
     with pytest.raises(nf.BatchError, match="keep_memory"):
         small_budget.nbflow.run(len(cases) - 1)
+
+
+def test_every_attribute_a_run_holds_is_one_packing_checks() -> None:
+    # Packing compares a finished run's class-level fields with their defaults (one getter) and trusts that every
+    # other attribute the run holds of its own is one of ``_PLAIN_RUN``: an attribute that Run.__init__ (or the
+    # engine) starts to set, that is neither, would go unchecked, and a run that differs there would be packed
+    # without it.
+    from nbflow._batch.runs import _PLAIN_RUN
+    from nbflow._record.run import Run
+
+    checked = {name for name in vars(Run) if not name.startswith("__")} | _PLAIN_RUN
+    flow = nf.Flow("plain-attrs")
+
+    @flow.node
+    def a(x: int) -> int:
+        return x + 1
+
+    @flow.node
+    async def b(a: int) -> int:
+        return a * 2
+
+    runs = [flow.run({"x": 1}), *(flow.batch([{"x": i} for i in range(3)], keep="all", progress=False).nbflow.runs())]
+    for run in runs:
+        assert run.status == "succeeded"
+        assert set(vars(run)) <= checked, sorted(set(vars(run)) - checked)
