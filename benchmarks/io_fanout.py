@@ -232,24 +232,24 @@ async def _floor_kept(n: int, mid: Callable[[int], Awaitable[int]]) -> int:
     return sum(output)
 
 
-async def floor_kept_async(n: int, wait: float, starts: list[float] | None = None) -> int:
+def _async_mid(wait: float, starts: list[float] | None) -> Callable[[int], Awaitable[int]]:
+    """The floors' middle node: notes its start, awaits ``wait`` seconds."""
+
     async def mid(x: int) -> int:
         if starts is not None:
             starts.append(time.perf_counter())
         await asyncio.sleep(wait)
         return x + 1
 
-    return await _floor_kept(n, mid)
+    return mid
+
+
+async def floor_kept_async(n: int, wait: float, starts: list[float] | None = None) -> int:
+    return await _floor_kept(n, _async_mid(wait, starts))
 
 
 async def floor_async(n: int, wait: float, starts: list[float] | None = None) -> int:
-    async def mid(x: int) -> int:
-        if starts is not None:
-            starts.append(time.perf_counter())
-        await asyncio.sleep(wait)
-        return x + 1
-
-    return await _floor(n, mid)
+    return await _floor(n, _async_mid(wait, starts))
 
 
 def floor_sync(pool: concurrent.futures.Executor, kept: bool = False) -> Callable[..., Awaitable[int]]:
