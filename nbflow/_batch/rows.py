@@ -230,9 +230,8 @@ class State:
     fed: dict[int, Fed] = field(default_factory=dict)  # row -> the stored outputs its re-run is fed (reuse.py)
     reused: bool = False  # node-level reuse happened: the frame gets a REUSED_COLUMN
     copied: list[int] = field(default_factory=list)  # rows taken whole from the batch named by reuse= (to store)
-    lineages: dict[int, str | None] | None = (
-        None  # set: each row whose run is not kept, its lineage (a Dask worker's rows)
-    )
+    # Set (a Dask worker's rows): the lineage of each row whose run is not kept, made where the run is.
+    lineages: dict[int, str | None] | None = None
 
     @classmethod
     def new(cls, flow: Flow, cases: Cases, opts: Options) -> State:
