@@ -373,8 +373,9 @@ async def run_rows(
                 run = None  # type: ignore[assignment]
                 commit = group.write(i, result, kept_run, lineage)
                 failed = await commit
-                status = result["status"]  # (a value the store cannot hold failed the row)
-                results[i] = result  # (then the result says so)
+                if result["error_type"] == "StoreError":  # a value the store cannot hold failed the row (prepare_row)
+                    status = result["status"]
+                    results[i] = result  # (then the result says so)
                 if on_disk:
                     assert kept_run is not None and archive is not None
                     stored = failed is None and kept_run.run_id not in commit.left_out

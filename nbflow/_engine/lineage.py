@@ -149,14 +149,16 @@ def code_versions(graph: Graph, validate: bool) -> dict[str, str | None]:
 
 _SCALARS: dict[tuple[type, Any], str | None] = {}  # plain scalars' versions (rows repeat defaults, grid values)
 _SCALAR_TYPES = frozenset({int, bool, str, type(None), float})
+_UNSEEN: Any = object()  # (a scalar not in ``_SCALARS`` yet)
 
 
 def _version(value: Any) -> str | None:
     t = type(value)
     if t in _SCALAR_TYPES and (t is not str or len(value) <= 256):
         key = (t, value.hex() if t is float else value)  # (by type: 1, 1.0 and True differ; -0.0 and 0.0 too)
-        if key in _SCALARS:
-            return _SCALARS[key]
+        found = _SCALARS.get(key, _UNSEEN)
+        if found is not _UNSEEN:
+            return found
         found = data_version(value)
         if len(_SCALARS) < 4096:
             _SCALARS[key] = found
@@ -216,22 +218,25 @@ def _lineage_of(run: Run, compact: bool = False, redact: Redactor | None = None)
             if name not in graph.nodes:
                 continue
             template = _template(graph, name)
+        version = None
         if status is _SUCCEEDED:
             extra = cold[i]
-            cached = None if extra is None else extra.get("_cache_id")
-            if isinstance(cached, str):
-                outputs[name] = cached
-            else:
-                version = outputs[name] = _version(outs[i])
-                if version is not None:  # the cache's own rule: a store writing the output digests it no more
+            version = None if extra is None else extra.get("_cache_id")
+            if not isinstance(version, str):
+                version = _version(outs[i])
+                # The cache's own rule: a store writing the kept run's output digests it no more (the record's
+                # ``_cache_id``). A row's lineage (compact) is made for a run that is not kept: nothing to spare.
+                if version is not None and not compact:
                     if extra is None:
                         extra = cold[i] = {}
-                    extra["_cache_id"] = version  # (the record's ``_cache_id``)
-        params = _inputs(template, inputs, outputs, redact, compact)
-        if code is None:
-            nodes[name] = [outputs.get(name), params]
+                    extra["_cache_id"] = version
+            outputs[name] = version
+        if compact:
+            fixed = template.fixed
+            nodes[name] = [version, fixed if fixed is not None else _inputs(template, inputs, outputs, redact, True)]
         else:
-            nodes[name] = {"code": code.get(name), "output": outputs.get(name), "inputs": params}
+            params = _inputs(template, inputs, outputs, redact, False)
+            nodes[name] = {"code": code.get(name), "output": version, "inputs": params}  # type: ignore[union-attr]
     if compact:
         return {"nodes": nodes}
     return {"env": _environment(graph), "nodes": nodes}
@@ -248,7 +253,14 @@ def _redactor(inputs: Mapping[str, Any]) -> Redactor:
     return Redactor(texts) if texts else _NO_REDACTION
 
 
-def _templates(graph: Graph) -> dict[str, list[tuple[Any, ...]]]:
+class _Template(list[tuple[Any, ...]]):
+    """A node's parameters as ``_inputs`` reads them; ``fixed``: their compact form when it is the same for every
+    run (each comes from one upstream node: ``[parameter, source, "node"]``), else None."""
+
+    fixed: list[list[Any]] | None = None
+
+
+def _templates(graph: Graph) -> dict[str, _Template]:
     """The graph's ``_template``s made so far, by node name."""
     views = graph._views.get("lineage_params")
     if views is None:
@@ -256,7 +268,7 @@ def _templates(graph: Graph) -> dict[str, list[tuple[Any, ...]]]:
     return views
 
 
-def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
+def _template(graph: Graph, name: str) -> _Template:
     """Node ``name``'s parameters as ``node_inputs`` reads them, once per graph (a graph never changes):
     ``(parameter, source, alternatives)`` of an upstream node (alternatives None: ``source`` alone),
     ``(parameter, source, secret name, has default, default's repr, default's version)`` of a flow input."""
@@ -265,7 +277,7 @@ def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
     if found is None:
         g = graph.nodes[name]
         given = {d.param: d for d in g.deps}
-        found = []
+        found = _Template()
         for p in g.spec.params:
             dep = given.get(p.name)
             if dep is None:
@@ -279,6 +291,8 @@ def _template(graph: Graph, name: str) -> list[tuple[Any, ...]]:
                 shown = _shown(p.name, p.default, _NO_REDACTION) if has else None
                 version = _version(p.default) if has and not secret and shown != REDACTED_TEXT else None
                 found.append((p.name, dep.source, secret, has, shown, version))  # (a secret's digest would name it)
+        if all(len(t) == 3 and t[2] is None for t in found):  # (shared by every row's lineage: never changed)
+            found.fixed = [[t[0], t[1], "node"] for t in found]
         views[name] = found
     return found
 
@@ -296,7 +310,7 @@ _PLAIN_INPUTS = frozenset({int, bool, float, type(None)})  # shown by their repr
 
 
 def _inputs(
-    template: list[tuple[Any, ...]],
+    template: _Template,
     inputs: Mapping[str, Any],
     outputs: Mapping[str, str | None],
     redact: Redactor,
