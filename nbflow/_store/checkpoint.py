@@ -470,7 +470,7 @@ def _compact_record(run: Run, red: Redactor) -> bytes | None:
     if c.cold.count(None) != n or lean + attempts.count(None) != n:
         return None
     given = c.inputs
-    if not _plain_names(run.inputs) or not _plain_names(chain.from_iterable(filter(None, given))):
+    if not _plain_names(run.inputs, *filter(None, given)):
         return None  # a secret input by name is stored as a marker: the record path writes it
     statuses = c.status
     if statuses.count(_SUCCEEDED) == n:  # the common run: every output is stored
@@ -528,11 +528,12 @@ def _entry_redacted(entry: tuple[Any, ...], red: Redactor) -> tuple[Any, ...]:
 _PLAIN_NAMES: set[Any] = set()  # input names known not to look like a secret's (``is_secret_name``)
 
 
-def _plain_names(names: Iterable[Any]) -> bool:
-    """No name in ``names`` looks like a secret's (the few names of a batch's inputs are judged once)."""
-    names = tuple(names)
-    if _PLAIN_NAMES.issuperset(names):
+def _plain_names(*groups: Iterable[Any]) -> bool:
+    """No name in ``groups`` (the run's inputs, its nodes' recorded inputs: their keys) looks like a secret's (the
+    few names of a batch's inputs are judged once)."""
+    if all(map(_PLAIN_NAMES.issuperset, groups)):  # (the common run: every name judged already)
         return True
+    names = tuple(chain.from_iterable(groups))
     if any(map(is_secret_name, names)):
         return False
     if len(_PLAIN_NAMES) > 4096:
