@@ -19,10 +19,10 @@ first wave (async: all N; sync: the first 40, then all N). What the goal asks ("
 the wall time moves by several % from round to round, the start times much less.
 
 Head and tail: each node also notes when its wait is over; per round, the call to the first start ("head": the
-run's own set-up), the last node's wait being due to its end ("late": the loop's wake-up, then every completion
-queued ahead of it) and its end to the call's return ("tail"). The loop polls for its first timer rounded up to
+run's own set-up), the last node's wait being due to the first end ("wake"), the first end to the last ("ends":
+the completions, one after the other) and the last end to the call's return ("tail"). The loop polls for its first timer rounded up to
 a whole ms, so with starts spread over less than 1 ms it wakes once, 20 ms after it went idle, and every
-completion runs after that wake: wall = last start + wait + late + tail, and nothing a branch does is hidden in
+completion runs after that wake: wall = last start + wait + wake + ends + tail, and nothing a branch does is hidden in
 the wait.
 
     python benchmarks/io_fanout.py [--n 50 500] [--wait 0.02] [--repeat 41] [--shapes async sync] [--json out.json]
@@ -330,13 +330,15 @@ def _step(starts: list[float], k: int) -> float:
 
 
 def _head_tail(t0: float, t1: float, starts: list[float], ends: list[float], wait: float) -> list[float]:
-    """One round's head and tail, in µs: the call to the first node's start (the run's own set-up: ``Run``, plan,
-    columns); the last node's wait being due (its start + ``wait``) to its end, "late" (the timer's wake-up:
-    the loop's poll is rounded up to whole ms, then every completion queued ahead of the last one); its end to
-    the call's return (the last branch's own books, the sink, the run's end). With the start times above:
-    wall = last start + wait + late + tail."""
-    last = max(ends)
-    return [(starts[0] - t0) * 1e6, (last - (starts[-1] + wait)) * 1e6, (t1 - last) * 1e6]
+    """One round's head and tail, in µs: the call to the first node's start ("head": the run's own set-up:
+    ``Run``, plan, columns); the last node's wait being due (its start + ``wait``) to the first node's end
+    ("wake": the loop's poll, rounded up to whole ms, the OS waking it, the timers' callbacks); the first end to
+    the last ("ends": every completion but the last's books, one after the other); the last end to the call's
+    return ("tail": the last branch's books, the sink, the run's end). With the start times above:
+    wall = last start + wait + wake + ends + tail."""
+    first, last = min(ends), max(ends)
+    due = starts[-1] + wait
+    return [(starts[0] - t0) * 1e6, (first - due) * 1e6, (last - first) * 1e6, (t1 - last) * 1e6]
 
 
 def _columns(rounds: list[list[float]]) -> list[tuple[float, ...]]:
@@ -393,7 +395,7 @@ async def measure(
             waves = [n] if shape == "async" else [min(n, THREADS), n]  # the k-th start that ends a wave
             samples: dict[str, list[float]] = {label: [] for label in runs}
             started: dict[str, list[list[float]]] = {label: [] for label in runs}  # per round: ms to each wave's end
-            around: dict[str, list[list[float]]] = {label: [] for label in runs}  # per round: head, late, tail
+            around: dict[str, list[list[float]]] = {label: [] for label in runs}  # per round: _head_tail
             for r in range(repeat):
                 order = list(runs.items()) if r % 2 == 0 else list(runs.items())[::-1]
                 for label, fn in order:
@@ -474,8 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"{r['shape']:>5} N={r['n']:<5} k={r['waves']}, step  {parts}")
     print(
-        "head and tail, median µs: the call to the first start; late = the last node's wait due (start + wait) to"
-        " its end; tail = the last node's end to the call's return"
+        "head and tail, median µs: the call to the first start; wake = the last node's wait due (start + wait) to"
+        " the first node's end; ends = the first end to the last; tail = the last end to the call's return"
         + ("; nbflow - before: paired by round" if args.before else "")
     )
     for r in rows:
@@ -483,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{label} " + " / ".join(f"{x:.0f}" for x in r[f"{label}_around"]) for label in ["baseline", *labels]
         )
         ab = "  nbflow - before " + " / ".join(f"{x:+.0f}" for x in r["ab_around"]) if args.before else ""
-        print(f"{r['shape']:>5} N={r['n']:<5} head / late / tail  {parts}{ab}")
+        print(f"{r['shape']:>5} N={r['n']:<5} head / wake / ends / tail  {parts}{ab}")
     summary = ", ".join(f"{r['shape']} N={r['n']} {r['ratio']:.2f}x" for r in rows)
     print(f"summary: nbflow efficiency / hand-written gather efficiency: {summary}")
     floor = ", ".join(f"{r['shape']} N={r['n']} {r['floor'] / r['baseline']:.2f}x" for r in rows)
