@@ -331,13 +331,14 @@ def _step(starts: list[float], k: int) -> float:
 
 def _head_tail(t0: float, t1: float, starts: list[float], ends: list[float], wait: float) -> list[float]:
     """One round's head and tail, in µs: the call to the first node's start ("head": the run's own set-up:
-    ``Run``, plan, columns); the last node's wait being due (its start + ``wait``) to the first node's end
-    ("wake": the loop's poll, rounded up to whole ms, the OS waking it, the timers' callbacks); the first end to
-    the last ("ends": every completion but the last's books, one after the other); the last end to the call's
-    return ("tail": the last branch's books, the sink, the run's end). With the start times above:
-    wall = last start + wait + wake + ends + tail."""
-    first, last = min(ends), max(ends)
+    ``Run``, plan, columns); the last node's wait being due (its start + ``wait``) to the first end after that
+    ("wake": the loop's poll, rounded up to whole ms, the OS waking it, the timers' callbacks); that end to the
+    last ("ends": the completions the last wake-up found, one after the other, but the last's books); the last
+    end to the call's return ("tail": the last branch's books, the sink, the run's end). With the start times
+    above: wall = last start + wait + wake + ends + tail."""
     due = starts[-1] + wait
+    last = max(ends)
+    first = min((e for e in ends if e >= due), default=last)
     return [(starts[0] - t0) * 1e6, (first - due) * 1e6, (last - first) * 1e6, (t1 - last) * 1e6]
 
 
@@ -477,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['shape']:>5} N={r['n']:<5} k={r['waves']}, step  {parts}")
     print(
         "head and tail, median µs: the call to the first start; wake = the last node's wait due (start + wait) to"
-        " the first node's end; ends = the first end to the last; tail = the last end to the call's return"
+        " the first end after it; ends = that end to the last; tail = the last end to the call's return"
         + ("; nbflow - before: paired by round" if args.before else "")
     )
     for r in rows:
