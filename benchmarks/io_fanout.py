@@ -326,7 +326,8 @@ def _step(starts: list[float], k: int) -> float:
     """µs: the median gap between consecutive starts of the first wave's first ``k`` (from the second on: the
     first may start a loop turn earlier). Each gap is one node's hand-off and first step; the median leaves out
     the OS's pauses and the collector's, which the last start carries."""
-    return statistics.median(b - a for a, b in itertools.pairwise(starts[1:k])) * 1e6
+    gaps = [b - a for a, b in itertools.pairwise(starts[1:k])]
+    return statistics.median(gaps) * 1e6 if gaps else math.nan  # (nan: fewer than 3 starts, ``--n 1``)
 
 
 def _head_tail(t0: float, t1: float, starts: list[float], ends: list[float], wait: float) -> list[float]:
