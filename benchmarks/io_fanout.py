@@ -18,6 +18,13 @@ first wave (async: all N; sync: the first 40, then all N). What the goal asks ("
 ``gather``") without the wait's own jitter (the OS wakes a sleep or a poll 0.1-1 ms late): on a loaded machine
 the wall time moves by several % from round to round, the start times much less.
 
+Head and tail: each node also notes when its wait is over; per round, the call to the first start ("head": the
+run's own set-up), the last node's wait being due to the first end ("wake"), the first end to the last ("ends":
+the completions, one after the other) and the last end to the call's return ("tail"). The loop polls for its first timer rounded up to
+a whole ms, so with starts spread over less than 1 ms it wakes once, 20 ms after it went idle, and every
+completion runs after that wake: wall = last start + wait + wake + ends + tail, and nothing a branch does is hidden in
+the wait.
+
     python benchmarks/io_fanout.py [--n 50 500] [--wait 0.02] [--repeat 41] [--shapes async sync] [--json out.json]
 
 Prints one line per (shape, N) and a summary line of nbflow's efficiency / the baseline's.
@@ -60,7 +67,12 @@ def _sink_source(n: int, is_async: bool) -> Callable[..., Any]:
 
 
 def async_flow(
-    n: int, wait: float, validate: bool = True, lib: Any = None, starts: list[float] | None = None
+    n: int,
+    wait: float,
+    validate: bool = True,
+    lib: Any = None,
+    starts: list[float] | None = None,
+    ends: list[float] | None = None,
 ) -> nf.Flow:
     nf = lib
     if nf is None:  # (here: fanout_memory.py's baseline process imports this module without nbflow)
@@ -78,6 +90,8 @@ def async_flow(
             if starts is not None:
                 starts.append(time.perf_counter())
             await asyncio.sleep(wait)
+            if ends is not None:
+                ends.append(time.perf_counter())
             return src + 1
 
         flow.add(mid, name=f"m{i}")
@@ -85,7 +99,9 @@ def async_flow(
     return flow
 
 
-def sync_flow(n: int, wait: float, lib: Any = None, starts: list[float] | None = None) -> nf.Flow:
+def sync_flow(
+    n: int, wait: float, lib: Any = None, starts: list[float] | None = None, ends: list[float] | None = None
+) -> nf.Flow:
     nf = lib
     if nf is None:
         import nbflow as nf
@@ -102,6 +118,8 @@ def sync_flow(n: int, wait: float, lib: Any = None, starts: list[float] | None =
             if starts is not None:
                 starts.append(time.perf_counter())
             time.sleep(wait)
+            if ends is not None:
+                ends.append(time.perf_counter())
             return src + 1
 
         flow.add(mid, name=f"m{i}")
@@ -109,7 +127,9 @@ def sync_flow(n: int, wait: float, lib: Any = None, starts: list[float] | None =
     return flow
 
 
-async def baseline_async(n: int, wait: float, starts: list[float] | None = None) -> int:
+async def baseline_async(
+    n: int, wait: float, starts: list[float] | None = None, ends: list[float] | None = None
+) -> int:
     async def src() -> int:
         return 0
 
@@ -117,6 +137,8 @@ async def baseline_async(n: int, wait: float, starts: list[float] | None = None)
         if starts is not None:
             starts.append(time.perf_counter())
         await asyncio.sleep(wait)
+        if ends is not None:
+            ends.append(time.perf_counter())
         return x + 1
 
     async def sink(*xs: int) -> int:
@@ -232,32 +254,38 @@ async def _floor_kept(n: int, mid: Callable[[int], Awaitable[int]]) -> int:
     return sum(output)
 
 
-def _async_mid(wait: float, starts: list[float] | None) -> Callable[[int], Awaitable[int]]:
-    """The floors' middle node: notes its start, awaits ``wait`` seconds."""
+def _async_mid(wait: float, starts: list[float] | None, ends: list[float] | None) -> Callable[[int], Awaitable[int]]:
+    """The floors' middle node: notes its start, awaits ``wait`` seconds, notes its end."""
 
     async def mid(x: int) -> int:
         if starts is not None:
             starts.append(time.perf_counter())
         await asyncio.sleep(wait)
+        if ends is not None:
+            ends.append(time.perf_counter())
         return x + 1
 
     return mid
 
 
-async def floor_kept_async(n: int, wait: float, starts: list[float] | None = None) -> int:
-    return await _floor_kept(n, _async_mid(wait, starts))
+async def floor_kept_async(
+    n: int, wait: float, starts: list[float] | None = None, ends: list[float] | None = None
+) -> int:
+    return await _floor_kept(n, _async_mid(wait, starts, ends))
 
 
-async def floor_async(n: int, wait: float, starts: list[float] | None = None) -> int:
-    return await _floor(n, _async_mid(wait, starts))
+async def floor_async(n: int, wait: float, starts: list[float] | None = None, ends: list[float] | None = None) -> int:
+    return await _floor(n, _async_mid(wait, starts, ends))
 
 
 def floor_sync(pool: concurrent.futures.Executor, kept: bool = False) -> Callable[..., Awaitable[int]]:
-    async def run(n: int, wait: float, starts: list[float] | None = None) -> int:
+    async def run(n: int, wait: float, starts: list[float] | None = None, ends: list[float] | None = None) -> int:
         def mid(x: int) -> int:
             if starts is not None:
                 starts.append(time.perf_counter())
             time.sleep(wait)
+            if ends is not None:
+                ends.append(time.perf_counter())
             return x + 1
 
         loop = asyncio.get_running_loop()
@@ -271,7 +299,7 @@ def floor_sync(pool: concurrent.futures.Executor, kept: bool = False) -> Callabl
 
 
 def baseline_sync(pool: concurrent.futures.Executor) -> Callable[..., Awaitable[int]]:
-    async def run(n: int, wait: float, starts: list[float] | None = None) -> int:
+    async def run(n: int, wait: float, starts: list[float] | None = None, ends: list[float] | None = None) -> int:
         def src() -> int:
             return 0
 
@@ -279,6 +307,8 @@ def baseline_sync(pool: concurrent.futures.Executor) -> Callable[..., Awaitable[
             if starts is not None:
                 starts.append(time.perf_counter())
             time.sleep(wait)
+            if ends is not None:
+                ends.append(time.perf_counter())
             return x + 1
 
         def sink(*xs: int) -> int:
@@ -296,7 +326,21 @@ def _step(starts: list[float], k: int) -> float:
     """µs: the median gap between consecutive starts of the first wave's first ``k`` (from the second on: the
     first may start a loop turn earlier). Each gap is one node's hand-off and first step; the median leaves out
     the OS's pauses and the collector's, which the last start carries."""
-    return statistics.median(b - a for a, b in itertools.pairwise(starts[1:k])) * 1e6
+    gaps = [b - a for a, b in itertools.pairwise(starts[1:k])]
+    return statistics.median(gaps) * 1e6 if gaps else math.nan  # (nan: fewer than 3 starts, ``--n 1``)
+
+
+def _head_tail(t0: float, t1: float, starts: list[float], ends: list[float], wait: float) -> list[float]:
+    """One round's head and tail, in µs: the call to the first node's start ("head": the run's own set-up:
+    ``Run``, plan, columns); the last node's wait being due (its start + ``wait``) to the first end after that
+    ("wake": the loop's poll, rounded up to whole ms, the OS waking it, the timers' callbacks); that end to the
+    last ("ends": the completions the last wake-up found, one after the other, but the last's books); the last
+    end to the call's return ("tail": the last branch's books, the sink, the run's end). With the start times
+    above: wall = last start + wait + wake + ends + tail."""
+    due = starts[-1] + wait
+    last = max(ends)
+    first = min((e for e in ends if e >= due), default=last)
+    return [(starts[0] - t0) * 1e6, (first - due) * 1e6, (last - first) * 1e6, (t1 - last) * 1e6]
 
 
 def _columns(rounds: list[list[float]]) -> list[tuple[float, ...]]:
@@ -319,6 +363,7 @@ async def measure(
 
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
     starts: list[float] = []  # (each node's start time, by the clock of the round: see the module's docstring)
+    ends: list[float] = []  # (each node's end: when its wait is over, before it returns)
     rows = []
     libs = {"nbflow": nf} if before is None else {"nbflow": nf, "before": before}
     for shape in shapes:
@@ -332,11 +377,11 @@ async def measure(
             ):
 
                 async def hand_run(what: Any = what, n: int = n) -> None:
-                    assert await what(n, wait, starts) == n
+                    assert await what(n, wait, starts, ends) == n
 
                 runs[label] = hand_run
             for label, lib in libs.items():
-                flow = make(n, wait, lib=lib, starts=starts)
+                flow = make(n, wait, lib=lib, starts=starts, ends=ends)
                 flow.graph  # compile outside the timing  # noqa: B018
 
                 async def nbflow_run(flow: nf.Flow = flow, n: int = n, lib: Any = lib) -> None:
@@ -352,15 +397,19 @@ async def measure(
             waves = [n] if shape == "async" else [min(n, THREADS), n]  # the k-th start that ends a wave
             samples: dict[str, list[float]] = {label: [] for label in runs}
             started: dict[str, list[list[float]]] = {label: [] for label in runs}  # per round: ms to each wave's end
+            around: dict[str, list[list[float]]] = {label: [] for label in runs}  # per round: _head_tail
             for r in range(repeat):
                 order = list(runs.items()) if r % 2 == 0 else list(runs.items())[::-1]
                 for label, fn in order:
                     starts.clear()
+                    ends.clear()
                     t0 = time.perf_counter()
                     await fn()
-                    samples[label].append(ideal / (time.perf_counter() - t0))
+                    t1 = time.perf_counter()
+                    samples[label].append(ideal / (t1 - t0))
                     starts.sort()
                     started[label].append([(starts[k - 1] - t0) * 1e3 for k in waves] + [_step(starts, waves[0])])
+                    around[label].append(_head_tail(t0, t1, starts, ends, wait))
             row: dict[str, Any] = {"shape": shape, "n": n, "ideal_ms": ideal * 1e3, "waves": waves}
             for label, values in samples.items():
                 row[label] = statistics.median(values)
@@ -371,11 +420,16 @@ async def measure(
                 )
                 row[f"{label}_starts"] = [statistics.median(col) for col in _columns(started[label])]
                 row[f"{label}_starts_ratio"] = _paired_columns(started[label], started["baseline"])
+                row[f"{label}_around"] = [statistics.median(col) for col in _columns(around[label])]
             if before is not None:  # nbflow / before, paired by round (as ``_ratio`` is to the baseline)
                 row["ab_ratio"] = statistics.median(
                     a / b for a, b in zip(samples["nbflow"], samples["before"], strict=True)
                 )
                 row["ab_starts_ratio"] = _paired_columns(started["nbflow"], started["before"])
+                row["ab_around"] = [
+                    statistics.median(a - b for a, b in zip(col, ref, strict=True))
+                    for col, ref in zip(_columns(around["nbflow"]), _columns(around["before"]), strict=True)
+                ]
             row["ratio"] = row["nbflow"] / row["baseline"]
             rows.append(row)
     pool.shutdown()
@@ -423,6 +477,17 @@ def main(argv: list[str] | None = None) -> int:
             for label in ["baseline", *labels]
         )
         print(f"{r['shape']:>5} N={r['n']:<5} k={r['waves']}, step  {parts}")
+    print(
+        "head and tail, median µs: the call to the first start; wake = the last node's wait due (start + wait) to"
+        " the first end after it; ends = that end to the last; tail = the last end to the call's return"
+        + ("; nbflow - before: paired by round" if args.before else "")
+    )
+    for r in rows:
+        parts = "  ".join(
+            f"{label} " + " / ".join(f"{x:.0f}" for x in r[f"{label}_around"]) for label in ["baseline", *labels]
+        )
+        ab = "  nbflow - before " + " / ".join(f"{x:+.0f}" for x in r["ab_around"]) if args.before else ""
+        print(f"{r['shape']:>5} N={r['n']:<5} head / wake / ends / tail  {parts}{ab}")
     summary = ", ".join(f"{r['shape']} N={r['n']} {r['ratio']:.2f}x" for r in rows)
     print(f"summary: nbflow efficiency / hand-written gather efficiency: {summary}")
     floor = ", ".join(f"{r['shape']} N={r['n']} {r['floor'] / r['baseline']:.2f}x" for r in rows)

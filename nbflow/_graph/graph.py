@@ -662,6 +662,8 @@ def with_subflow_params(spec: NodeSpec) -> NodeSpec:
 
 def validate_inputs(graph: Graph, plan: Plan, inputs: Mapping[str, Any]) -> None:
     """Check the caller's inputs against every consuming node's hint, before anything runs."""
+    if not inputs:  # (most runs of a flow without inputs: no set of the plan's nodes, ~0.1 µs a node, per run)
+        return
     planned = set(plan.nodes) - plan.overridden
     for name, value in inputs.items():
         for node in graph.inputs[name].consumers:
