@@ -1,0 +1,132 @@
+"""What ``store=`` adds per batch row, in CPU instructions counted by valgrind: a figure the machine's load cannot move.
+
+On the shared 2-core machine this project is measured on, CPU time per row moves by ±25% from run to run (also
+at a load of 1), more than most changes to the store's path save (1-5 µs a row of ~40-80). Counting instructions
+(valgrind's callgrind) gives the same number for the same code whatever else runs, so a before/after of a few
+percent can be read from one run of each.
+
+Each figure comes from fresh processes under callgrind, counting only the measured batch (it runs inside
+``eval``, and callgrind collects while ``builtin_eval`` runs: ``--toggle-collect``): imports and warm-up batches are
+left out. Per tree and per ``keep=``, one batch of ``store_overhead.py``'s 3-node flow with ``store=`` and one
+without; the difference / rows is what the store adds per row, in instructions. ``--before REV`` also counts nbflow
+at an older commit (``batch_ab.py``'s checkout), so the ratio is taken between two counts of the same kind.
+
+Not fully exact: how many rows finish in one loop turn (and so share a transaction) depends on timing, which
+valgrind slows ~50x alike for every tree; a second count of the same tree differs by well under 1% (measured:
+``docs/benchmarks.md``, "Session 15: the store in instructions"). Each process takes ~2.5 minutes (valgrind
+runs the imports too); two run at a time.
+
+    python benchmarks/store_instructions.py [--before REV] [--rows 2000] [--keep none all]
+
+Needs ``valgrind`` (``apt-get install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def child(lib_name: str, keep: str, rows: int, store: bool) -> None:
+    """In the process valgrind runs: warm up, then the measured batch inside ``eval`` (what callgrind counts)."""
+    import asyncio
+    import importlib
+
+    sys.path.insert(0, str(HERE))
+    from store_overhead import make_flow
+
+    lib = importlib.import_module(lib_name)
+    flow = make_flow(lib)
+    tmp = tempfile.mkdtemp()
+    inputs = [{"x": i} for i in range(rows)]
+    warm = inputs[:200]
+    asyncio.run(flow.abatch(warm, concurrency=100, progress=False, store=os.path.join(tmp, "w.db"), keep=keep))
+    asyncio.run(flow.abatch(warm, concurrency=100, progress=False, keep=keep))
+    path = os.path.join(tmp, "a.db") if store else None
+    measured = {"asyncio": asyncio, "flow": flow, "inputs": inputs, "path": path, "keep": keep}
+    frame = eval("asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, store=path, keep=keep))", measured)
+    assert (frame["status"] == "succeeded").all(), "every row succeeded"
+
+
+def count(lib_name: str, lib_path: str, keep: str, rows: int, store: bool) -> int:
+    """Instructions the measured batch ran (callgrind's "Collected")."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": lib_path}
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        "--collect-atstart=no",
+        "--toggle-collect=builtin_eval",
+        sys.executable,
+        __file__,
+        "--child",
+        lib_name,
+        keep,
+        str(rows),
+        "store" if store else "none",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind run failed ({' '.join(cmd[-4:])}):\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        lib_name, keep, rows, store = sys.argv[2:6]
+        child(lib_name, keep, int(rows), store == "store")
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", help="also count nbflow at this git revision")
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--keep", nargs="+", default=["none", "all"], choices=["none", "all", "failed"])
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit(
+            "store_instructions.py counts instructions with valgrind: install it (apt-get install valgrind)"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"nbflow": ("nbflow", str(HERE.parent))}
+        if args.before:
+            sys.path.insert(0, str(HERE))
+            from batch_ab import checkout  # (the older tree as ``nbflow_before``, its imports rewritten)
+
+            checkout(args.before, pathlib.Path(tmp))
+            trees[f"at {args.before}"] = ("nbflow_before", tmp)
+        jobs = {
+            (label, keep, store): (lib, path, keep, args.rows, store)
+            for label, (lib, path) in trees.items()
+            for keep in args.keep
+            for store in (False, True)
+        }
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # (2 cores: one valgrind each)
+            counts = dict(zip(jobs, pool.map(lambda a: count(*a), jobs.values()), strict=True))
+    print(f"store= per row in instructions (valgrind callgrind): {args.rows} rows, the batch alone")
+    added: dict[tuple[str, str], float] = {}
+    for label in trees:
+        for keep in args.keep:
+            with_store, without = counts[(label, keep, True)], counts[(label, keep, False)]
+            added[(label, keep)] = (with_store - without) / args.rows
+            print(
+                f"  {label:18s} keep={keep!r:7s} batch {without / args.rows / 1e3:7.1f} k/row without a store, "
+                f"{with_store / args.rows / 1e3:7.1f} k/row with one: store= adds {added[(label, keep)] / 1e3:6.1f} k/row"
+            )
+    if args.before:
+        for keep in args.keep:
+            ratio = added[("nbflow", keep)] / added[(f"at {args.before}", keep)]
+            print(f"  keep={keep!r}: store= adds {ratio:.3f}x the instructions it added at {args.before}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
