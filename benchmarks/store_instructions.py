@@ -9,7 +9,9 @@ Each figure comes from fresh processes under callgrind, counting only the measur
 ``eval``, and callgrind collects while ``builtin_eval`` runs: ``--toggle-collect``): imports and warm-up batches are
 left out. Per tree and per ``keep=``, one batch of ``store_overhead.py``'s 3-node flow with ``store=`` and one
 without; the difference / rows is what the store adds per row, in instructions. ``--before REV`` also counts nbflow
-at an older commit (``batch_ab.py``'s checkout), so the ratio is taken between two counts of the same kind.
+at an older commit (its ``nbflow`` folder taken with ``git archive``, imported as ``nbflow`` first on the path: not
+renamed, as ``batch_ab.py``'s copy is, since a kept run's record pickles names that would then be longer), so the
+ratio is taken between two counts of the same kind.
 
 Not fully exact: how many rows finish in one loop turn (and so share a transaction) depends on timing, which
 valgrind slows ~50x alike for every tree; a second count of the same tree differs by well under 1% (measured:
@@ -25,27 +27,32 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import io
 import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def child(lib_name: str, keep: str, rows: int, store: bool) -> None:
+def child(tree: str, keep: str, rows: int, store: bool) -> None:
     """In the process valgrind runs: warm up, then the measured batch inside ``eval`` (what callgrind counts)."""
     import asyncio
-    import importlib
 
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [tree, str(HERE)]
     from store_overhead import make_flow
 
-    lib = importlib.import_module(lib_name)
-    flow = make_flow(lib)
+    import nbflow
+
+    where = pathlib.Path(nbflow.__file__).resolve().parent.parent
+    if where != pathlib.Path(tree).resolve():
+        raise SystemExit(f"imported nbflow from {where}, not from {tree}")
+    flow = make_flow(nbflow)
     tmp = tempfile.mkdtemp()
     inputs = [{"x": i} for i in range(rows)]
     warm = inputs[:200]
@@ -57,9 +64,9 @@ def child(lib_name: str, keep: str, rows: int, store: bool) -> None:
     assert (frame["status"] == "succeeded").all(), "every row succeeded"
 
 
-def count(lib_name: str, lib_path: str, keep: str, rows: int, store: bool) -> int:
-    """Instructions the measured batch ran (callgrind's "Collected")."""
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": lib_path}
+def count(tree: str, keep: str, rows: int, store: bool) -> int:
+    """Instructions the measured batch ran (callgrind's "Collected") with nbflow from ``tree``."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
     cmd = [
         "valgrind",
         "--tool=callgrind",
@@ -69,7 +76,7 @@ def count(lib_name: str, lib_path: str, keep: str, rows: int, store: bool) -> in
         sys.executable,
         __file__,
         "--child",
-        lib_name,
+        tree,
         keep,
         str(rows),
         "store" if store else "none",
@@ -83,8 +90,8 @@ def count(lib_name: str, lib_path: str, keep: str, rows: int, store: bool) -> in
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        lib_name, keep, rows, store = sys.argv[2:6]
-        child(lib_name, keep, int(rows), store == "store")
+        tree, keep, rows, store = sys.argv[2:6]
+        child(tree, keep, int(rows), store == "store")
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="also count nbflow at this git revision")
@@ -96,16 +103,20 @@ def main() -> int:
             "store_instructions.py counts instructions with valgrind: install it (apt-get install valgrind)"
         )
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"nbflow": ("nbflow", str(HERE.parent))}
+        trees = {"nbflow": str(HERE.parent)}
         if args.before:
-            sys.path.insert(0, str(HERE))
-            from batch_ab import checkout  # (the older tree as ``nbflow_before``, its imports rewritten)
-
-            checkout(args.before, pathlib.Path(tmp))
-            trees[f"at {args.before}"] = ("nbflow_before", tmp)
+            archive = subprocess.run(
+                ["git", "archive", "--format=tar", args.before, "nbflow"],
+                cwd=HERE.parent,
+                check=True,
+                capture_output=True,
+            ).stdout
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(tmp, filter="data")
+            trees[f"at {args.before}"] = tmp
         jobs = {
-            (label, keep, store): (lib, path, keep, args.rows, store)
-            for label, (lib, path) in trees.items()
+            (label, keep, store): (path, keep, args.rows, store)
+            for label, path in trees.items()
             for keep in args.keep
             for store in (False, True)
         }

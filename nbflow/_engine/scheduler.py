@@ -30,7 +30,6 @@ from nbflow._core.events import NodeCancelled, NodeSkipped, NodeSucceeded, RunFi
 from nbflow._core.states import NODE_FINAL, NodeStatus, RunStatus
 from nbflow._core.usage import CURRENT_NODE
 from nbflow._dsl.policies import ErrorInfo, Failed, error_info
-from nbflow._engine import collector
 from nbflow._engine.ask import ACTIVE, PinnedNode, WorkerContext
 from nbflow._engine.control_flow import gather_kwargs, guard_reason, upstream_reason
 from nbflow._engine.isolation import PLAIN_TYPES, MutationCheck, isolate_inputs
@@ -925,9 +924,6 @@ async def execute(
     if run._subscribers or run._watchers:
         run._emit(RunStarted(run_id=run.run_id, time=run.started_at, flow=run.flow, nodes=plan.nodes))
     deadline = None if timeout is None else asyncio.get_running_loop().call_later(timeout, sched.on_deadline, timeout)
-    wide = not chain and len(plan.nodes) >= _WIDE
-    if wide:  # many branches alive across their awaits: the collector walks them less often (collector.py)
-        collector.ease()
     try:
         # The run's own task works as the first worker: no task to spawn and no wake-up hop for a
         # chain, which is most of the per-run cost when many runs share the loop (batch). Not with
@@ -977,8 +973,6 @@ async def execute(
     finally:
         if deadline is not None:
             deadline.cancel()
-        if wide:
-            collector.restore()
     run._pause_requested = False
     cols = run._c
     status = cols.status
@@ -996,9 +990,6 @@ async def execute(
         failed = _FAILED in cols.status
     _finish(run, RunStatus.FAILED if failed else RunStatus.SUCCEEDED, t0)
     return run
-
-
-_WIDE = 32  # nodes from which a run eases the collector while it runs (its branches' objects, ~10 each)
 
 
 def _unfinished(run: Run) -> bool:
