@@ -5,8 +5,8 @@ A real batch of ``store_overhead.py``'s 3-node flow is stored twice (``keep="non
 as they are, into fresh files with nbflow's own schema and statements (``BatchStore``'s tables, ``_ROW_SQL``,
 ``_COMPACT_RUN_SQL``), in groups of ``--group`` rows (one transaction each, WAL, synchronous=NORMAL, as the
 group commit writes them): no encoding, no keys, no Python of nbflow's between the statements. That is what
-the bytes and the inserts cost by themselves, whatever code prepares them (a run's record includes its lineage,
-the JSON ``run.lineage()`` reads after a restart). Also timed alone: hashing the values a row's lineage names
+the bytes and the inserts cost by themselves, whatever code prepares them (a row includes its lineage,
+the JSON ``run.lineage()`` reads after a restart: a kept run's is its row's). Also timed alone: hashing the values a row's lineage names
 (the data versions: SHA-256 of each input's and output's pickle), a floor of its own. Beside it, in the same process
 and interleaved round by round, what ``store=`` adds per row to the same batch (paired, as
 ``store_overhead.py`` measures it). CPU time of the process, the collector off while timing, min and median
@@ -263,8 +263,8 @@ def main() -> None:
     size_rows = statistics.mean(sum(len(str(v)) for v in row[1:]) for row in rows)
     size_runs = statistics.mean(len(run[4]) for run in runs)
     print(f"  bytes a row: {size_rows:.0f} (the row's values), {size_runs:.0f} (its compact run record)")
-    size_lineage = statistics.mean(len(run[5] or "") for run in runs)
-    print(f"  bytes a run's lineage: {size_lineage:.0f} (JSON; written with its record)")
+    size_lineage = statistics.mean(len(row[9] or "") + len(run[5] or "") for row, run in zip(rows, runs, strict=True))
+    print(f"  bytes a kept row's lineage: {size_lineage:.0f} (JSON, the row's and its run record's)")
     for keep in kinds:
         f, a = floor[keep], nb[keep]
         lo, med = min(a) / min(f), statistics.median(a) / statistics.median(f)

@@ -90,30 +90,26 @@ class NbflowAccessor(FrameRuns):
 
 
 def _stored_lineage(path: str, batch_id: str, run_id: str) -> dict[str, Any] | None:
-    """A stored row's lineage as a run's (``nbflow._record.lineage.expand``); None when the store has no such row."""
-    import json
-
+    """A stored row's lineage as a run's (``nbflow._store.checkpoint.expanded``); None when the store has no such row."""
     from nbflow._core.errors import BatchError
-    from nbflow._record.lineage import expand
     from nbflow._store.batch_store import BatchStore
+    from nbflow._store.checkpoint import expanded
 
     with BatchStore(path, read_only=True) as store:
         found = store.row_lineage(batch_id, run_id)
-        info = store.batch_info(batch_id) if found is not None else None
     if found is None:
         return None
-    code, text = found
+    text, code, env = found
     if text is None:
         raise BatchError(
             f"store {path!r}, batch {batch_id!r}, run {run_id}: the row has no lineage stored and its run was not "
             f"kept (written by an nbflow before rows kept it); run the batch with keep='all' to "
             f"keep each row's run and its lineage"
         )
-    data = json.loads(text)
+    data = expanded(path, run_id, text, code, env)
     if "error" in data:
         raise BatchError(f"store {path!r}, run {run_id}: the row's lineage was not recorded ({data['error']})")
-    env = (info or {}).get("meta", {}).get("environment")
-    return expand(data, code, env if isinstance(env, dict) else None)
+    return data
 
 
 _registered = False

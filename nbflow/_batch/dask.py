@@ -290,7 +290,7 @@ def _run_chunk(
         if run is not None:  # the row's whole run record travels back with it (keep=)
             run.run_id = row["run_id"]
             row[_RUN] = run
-        elif state.lineages and pos in state.lineages:  # else its lineage (the row's store keeps it)
+        if state.lineages and pos in state.lineages:  # and its lineage, which the row's store keeps
             row[_LINEAGE] = state.lineages[pos]
         rows.append((index, row))
     try:
@@ -305,7 +305,7 @@ def _run_chunk(
 
 
 _RUN = "__nbflow_run__"  # a returned row's key for its run record
-_LINEAGE = "__nbflow_lineage__"  # ... for its lineage, when its run is not kept
+_LINEAGE = "__nbflow_lineage__"  # ... for its lineage (a kept run's record has none: its row keeps it)
 
 
 _WATCH = 0.5  # seconds between checks that the client still wants a running chunk

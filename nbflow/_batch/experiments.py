@@ -44,6 +44,7 @@ def experiment_meta(state: State) -> dict[str, Any]:
     }
     if opts.notes is not None:
         meta["notes"] = opts.notes
+    meta["environment"] = _environment(state)  # (at the start too: a kept run's lineage reads it, docs/lineage.md)
     try:  # the flow's picture as data: `nbflow view` / `nbflow report` draw it without the flow's code
         from nbflow._show.draw import graph_shape
 
@@ -65,12 +66,7 @@ def record_experiment(state: State, store: BatchStore) -> None:
         "rerun": dict(state.rerun),
         "cooldowns": list(getattr(state, "cooldowns", [])),
     }
-    try:  # which nbflow, Python, packages and git commit ran it (the rows' code versions: "fingerprint")
-        from nbflow._engine.lineage import environment
-
-        meta["environment"] = environment(state.flow.graph)
-    except Exception as exc:  # never lose the batch over it
-        meta["environment"] = {"error": f"{type(exc).__name__}: {exc}"}
+    meta["environment"] = _environment(state)
     try:
         summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
         meta["summary"] = [  # keyed by the grid's values: a secret one is written as the marker
@@ -79,6 +75,17 @@ def record_experiment(state: State, store: BatchStore) -> None:
     except Exception as exc:  # a summary must never lose the batch
         meta["summary_error"] = f"{type(exc).__name__}: {exc}"
     store.update_meta(state.batch_id, meta, columns=[str(c) for c in frame.columns])
+
+
+def _environment(state: State) -> dict[str, Any]:
+    """Which nbflow, Python, packages and git commit run the batch (the rows' code versions: "fingerprint"); what
+    every stored row's lineage names as its environment (``nbflow._record.lineage.expand``)."""
+    try:
+        from nbflow._engine.lineage import environment
+
+        return environment(state.flow.graph)
+    except Exception as exc:  # never lose the batch over it
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _shown(name: str, value: Any) -> Any:

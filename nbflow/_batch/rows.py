@@ -361,7 +361,7 @@ async def run_rows(
                 on_disk = kept and group is not None and status == "succeeded"
                 if archive is not None and kept and not on_disk:
                     archive.offer(run, status)
-            if lineages is not None and not kept:  # (made where the run is: only its record could make it later)
+            if lineages is not None:  # (a Dask worker's rows: made where the run is; a kept run's record has none)
                 lineages[i] = row_lineage(run)
             store_failed = None
             if group is not None:  # on disk before this worker takes a new row (see GroupCommit)
@@ -369,7 +369,7 @@ async def run_rows(
                 # that outlive a loop turn get promoted by the GC and make later collections, full ones too,
                 # more frequent (measured: most of what a store cost per row).
                 kept_run = run if kept else None
-                lineage = None if kept else row_lineage(run)  # (a kept run's record holds it: docs/lineage.md)
+                lineage = row_lineage(run)  # (also a kept run's: its record is written without it, docs/lineage.md)
                 run = None  # type: ignore[assignment]
                 commit = group.write(i, result, kept_run, lineage)
                 failed = await commit

@@ -26,8 +26,9 @@ batch; after another connection changed the file, ``PRAGMA data_version``, the r
 A row is found by ``case_key``, a digest of its content (row values + grid combination + repeat),
 never by its position; ``fingerprint`` names the flow's per-node fingerprints it was computed with,
 so a resume re-runs exactly the rows that depend on an edited node; ``lineage`` (added to version 3 files on
-open) each node's output data version and inputs, defaults included, for a row whose run is not kept (a kept
-run's record holds its lineage; ``row_lineage``, ``df.nbflow.lineage(i)``). ``meta`` is the experiment
+open) each node's output data version and inputs, defaults included, for every row (a kept run's record has no
+lineage of its own: loaded, it reads its row's; ``checkpoint.stored_row_lineage``, ``df.nbflow.lineage(i)``;
+rows written before that left it to their kept run's record). ``meta`` is the experiment
 record (name, notes, grid, counts, summary...). Version 1 and 2 files are migrated in place when
 opened writable (a read-only version 2 copy is read as it is: same columns); version 1 rows keep a
 ``row:<index>`` key and no fingerprint (a resume re-keys them from their values).
@@ -66,7 +67,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
 from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
-from nbflow._store.checkpoint import ensure_schema, write_whole_runs
+from nbflow._store.checkpoint import ensure_schema, stored_row_lineage, write_whole_runs
 from nbflow._store.pickling import (
     _ORJSON,
     NOT_OPENED,
@@ -183,7 +184,7 @@ _ROW_SQL = (
 )
 # Columns added after version 3 was released (files without them get them on open; older readers ignore them):
 # lineage: the row's lineage (``nbflow._record.lineage.compact``: per node its output's data version and its
-# inputs, defaults included) when its run is not kept (a kept run's record holds it).
+# inputs, defaults included), also for a row whose run is kept (that run's record then has none: it reads the row's).
 _ROW_COLUMNS = {"lineage": "TEXT"}
 _DELETE_SQL = "DELETE FROM batch_rows WHERE rowid = ? AND batch_id = ? AND case_key = ?"
 _KEYS_KEPT = 4  # batches whose stored keys a store object remembers (read again when needed)
@@ -834,17 +835,12 @@ class BatchStore:
         ).fetchone()
         return None if row is None else (row[0], int(row[1]), row[2])
 
-    def row_lineage(self, batch_id: str, run_id: str) -> tuple[dict[str, str | None] | None, str | None] | None:
-        """(per-node fingerprints, stored lineage text) of the row ``run_id`` wrote (each None when not recorded: a
-        row written before nbflow kept them); None when the batch has no such row."""
-        has = self._has_lineage
-        if has is None:
-            has = self._has_lineage = any(r[1] == "lineage" for r in self._db.execute("PRAGMA table_info(batch_rows)"))
-        row = self._db.execute(
-            f"SELECT fingerprint, {'lineage' if has else 'NULL'} FROM batch_rows WHERE batch_id = ? AND run_id = ?",
-            (batch_id, run_id),
-        ).fetchone()
-        return None if row is None else (self.fingerprints(row[0]), row[1])
+    def row_lineage(
+        self, batch_id: str, run_id: str
+    ) -> tuple[str | None, dict[str, str | None] | None, dict[str, Any] | None] | None:
+        """(the row's lineage text, its nodes' code versions, its experiment's environment) of the row ``run_id``
+        wrote in ``batch_id`` (``stored_row_lineage``: each None when not recorded); None when there is no such row."""
+        return stored_row_lineage(self._db, run_id, batch_id)
 
     def stored_rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> list[StoredRow]:
         """Every finished row of a batch with its content key and fingerprints, in row order (see ``rows``)."""

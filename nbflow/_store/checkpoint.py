@@ -52,7 +52,7 @@ from nbflow._core.events import (
 from nbflow._core.missing import MISSING
 from nbflow._core.secrets import Redactor, is_secret_name, redact, secret_texts
 from nbflow._core.states import NodeStatus, RunStatus
-from nbflow._record.lineage import lineage_json, redacted
+from nbflow._record.lineage import expand, lineage_json, redacted
 from nbflow._record.run import DROPPED, LEAN, NodeRecord, Run
 from nbflow._store import owner as _owner
 from nbflow._store.owner import owner_alive, owner_host, owner_token
@@ -76,9 +76,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointStore",
     "ensure_schema",
+    "expanded",
     "load_run",
     "open_store",
     "peek_run",
+    "stored_row_lineage",
     "write_whole_run",
     "write_whole_runs",
 ]
@@ -375,6 +377,9 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run], shared: Shared | None
     worth of parameter tuples alive at once would be promoted by the garbage collector, which then runs
     its older, slower generations more often (measured as much as the encoding itself).
 
+    A run written here has no lineage of its own: its batch row holds it in the row's form (``stored_row_lineage``,
+    with the batch's code versions and environment), and ``load`` reads it from there.
+
     Returns the ids of the runs stored with something left out (a value that cannot be stored): only those
     read back differently (besides their redacted secrets), so a batch keeps them in memory.
     ``shared``: the transaction's values stored once, if its caller stores some too (a batch row's cells).
@@ -393,7 +398,7 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run], shared: Shared | None
             if record is None:
                 rest.append((run, red))
                 continue
-            yield run.run_id, run.flow, _RUN_STATUS_TEXT[run.status], time.time(), record, _lineage_text(run, red)
+            yield run.run_id, run.flow, _RUN_STATUS_TEXT[run.status], time.time(), record, None  # (its row's lineage)
 
     def headers() -> Any:
         for run, red in rest:
@@ -402,7 +407,7 @@ def write_whole_runs(cur: sqlite3.Cursor, runs: list[Run], shared: Shared | None
             if record is None:
                 by_node.append((run, red))
             params = _run_params(run, dump, red, None, shared=True, record=record, values=shared)
-            yield (*params, record, _lineage_text(run, red))
+            yield (*params, record, None)  # (the lineage is its row's: ``stored_row_lineage``)
 
     def nodes() -> Any:
         for run, red in by_node:
@@ -1134,8 +1139,59 @@ class CheckpointStore:
             stored = self._db.execute("SELECT lineage FROM checkpoint_runs WHERE run_id=?", (run_id,)).fetchone()
             if stored is not None and stored[0]:
                 run._lineage = json.loads(stored[0])
+            else:  # a batch row's run (``write_whole_runs``): its row holds the lineage
+                found = stored_row_lineage(self._db, run_id)
+                if found is not None and found[0] is not None:
+                    run._lineage = expanded(self.path, run_id, found[0], found[1], found[2])
         self.track(run, save=False)
         return run
+
+
+def stored_row_lineage(
+    db: sqlite3.Connection, run_id: str, batch_id: str | None = None
+) -> tuple[str | None, dict[str, str | None] | None, dict[str, Any] | None] | None:
+    """What a batch store keeps of the lineage of the row that ran ``run_id`` (of ``batch_id``, else of any
+    batch): ``(the row's lineage text, its nodes' code versions, its experiment's environment)``, each None when
+    not recorded (a row written before nbflow kept it); None when no row ran it, or the file holds no batches.
+    ``expanded`` makes a run's lineage of it: the one reader of a stored row's lineage (``df.nbflow.lineage(i)``,
+    a kept run loaded from the store)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(batch_rows)")}
+    if not columns:
+        return None  # a store of runs alone
+    lineage = "r.lineage" if "lineage" in columns else "NULL"  # (a batch store written before rows kept it)
+    where = "r.run_id = ?" if batch_id is None else "r.run_id = ? AND r.batch_id = ?"
+    try:
+        found = db.execute(
+            f"SELECT {lineage}, f.nodes, b.meta FROM batch_rows r "
+            "LEFT JOIN flow_fingerprints f ON f.fingerprint = r.fingerprint "
+            f"LEFT JOIN batches b ON b.batch_id = r.batch_id WHERE {where} ORDER BY {lineage} IS NULL LIMIT 1",
+            (run_id,) if batch_id is None else (run_id, batch_id),
+        ).fetchone()
+    except sqlite3.OperationalError:  # (no fingerprints or batches table: not a batch store nbflow wrote)
+        return None
+    if found is None:
+        return None
+    text, nodes, meta = found
+    try:
+        code = json.loads(nodes) if nodes else None
+        env = (json.loads(meta) if meta else {}).get("environment")
+    except (ValueError, AttributeError) as exc:
+        raise StoreError(f"the experiment record of run {run_id!r} is garbled ({exc})") from None
+    return text, code if isinstance(code, dict) else None, env if isinstance(env, dict) else None
+
+
+def expanded(
+    path: Any, run_id: str, text: str, code: dict[str, str | None] | None, env: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A batch row's stored lineage (``stored_row_lineage``) as its run's (``nbflow._record.lineage.expand``); a row whose
+    lineage could not be made says why (``{"error": ...}``, as a run's)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise garbled(path, f"the lineage of run {run_id!r}", exc) from None
+    if not isinstance(data, dict) or "error" in data:
+        return data if isinstance(data, dict) else {"error": f"not a lineage: {type(data).__name__}"}
+    return expand(data, code, env)
 
 
 def _check_record(path: Any, run: Run) -> None:

@@ -132,8 +132,16 @@ def test_rows_whose_runs_stay_on_the_workers_still_have_their_lineage(client: An
         cols = ["node", "code_version", "parameter", "source", "kind", "value", "data_version", "output_version"]
         pd.testing.assert_frame_equal(theirs[cols], ours[cols])  # the same data and code versions as a local row
         assert theirs.loc[theirs["parameter"] == "x", "value"].tolist() == [repr(i)]
-    failed = back.nbflow.lineage(3, "double")  # the failed row's run came back whole: its record holds it
+    failed = back.nbflow.lineage(3, "double")  # the failed row's run came back whole: its row keeps its lineage
     assert failed["node"].tolist() == ["double"] and failed["value"].tolist() == ["3"]
+
+    # keep="all": every run travels back and is stored without a lineage of its own; each row keeps it, and the
+    # run loaded from the store reads it there.
+    db_all = tmp_path / "all.db"
+    kept = scoring("dask-lineage").batch(rows, store=db_all, executor=client, chunk_size=2, keep="all", progress=False)
+    for i in (0, 5):
+        loaded = nf.load_run(db_all, kept["run_id"].iloc[i]).lineage("score")
+        pd.testing.assert_frame_equal(loaded[cols], local.nbflow.lineage(i, "score")[cols])
 
 
 def test_circuit_breaker_stops_submitting_chunks(client: Any) -> None:
