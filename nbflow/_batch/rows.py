@@ -230,7 +230,7 @@ class State:
     fed: dict[int, Fed] = field(default_factory=dict)  # row -> the stored outputs its re-run is fed (reuse.py)
     reused: bool = False  # node-level reuse happened: the frame gets a REUSED_COLUMN
     copied: list[int] = field(default_factory=list)  # rows taken whole from the batch named by reuse= (to store)
-    # Set (a Dask worker's rows): the lineage of each row whose run is not kept, made where the run is.
+    # Set (a Dask worker's rows): each row's lineage, made where the run is (a kept run's record has none).
     lineages: dict[int, str | None] | None = None
 
     @classmethod

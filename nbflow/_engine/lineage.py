@@ -224,8 +224,9 @@ def _lineage_of(run: Run, compact: bool = False, redact: Redactor | None = None)
             version = None if extra is None else extra.get("_cache_id")
             if not isinstance(version, str):
                 version = _version(outs[i])
-                # The cache's own rule: a store writing the kept run's output digests it no more (the record's
-                # ``_cache_id``). A row's lineage (compact) is made for a run that is not kept: nothing to spare.
+                # The cache's own rule: a store writing the run's output digests it no more (the record's
+                # ``_cache_id``). Not for a row's lineage (compact): its run, if kept, is written next as a compact
+                # record, which a node with a record field set (``cold``) would make it give up.
                 if version is not None and not compact:
                     if extra is None:
                         extra = cold[i] = {}

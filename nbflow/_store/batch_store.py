@@ -293,7 +293,6 @@ class BatchStore:
         self._top: dict[str, int] = {}  # batch_id -> the highest rowid in its ``_keys``
         self._stale: set[str] = set()  # batches to refresh before their next write
         self._seen: int | None = None
-        self._has_lineage: bool | None = None  # batch_rows has the lineage column (read once)
         self._last = 0  # the highest rowid this connection wrote (valid while ``_seen`` is: no other writer since)
         self._cell_sizes: dict[str, int] = {}  # key -> encoded bytes of the cells met (``_share_cell``)
         self._db = open_db(self.path, timeout=timeout, read_only=read_only)
