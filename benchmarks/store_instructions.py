@@ -64,8 +64,41 @@ def child(tree: str, keep: str, rows: int, store: bool) -> None:
     assert (frame["status"] == "succeeded").all(), "every row succeeded"
 
 
-def count(tree: str, keep: str, rows: int, store: bool) -> int:
-    """Instructions the measured batch ran (callgrind's "Collected") with nbflow from ``tree``."""
+def child_floor(tree: str, keep: str, rows: int, kind: str) -> None:
+    """In the process valgrind runs: ``store_floor.py``'s floors for the rows a real batch stored, counted alone
+    (inside ``eval``): ``kind`` "sqlite" writes the stored values again with nbflow's statements (SQLite alone),
+    "minimal" is its hand-written store doing a row's duties (JSON, content key, data versions, a minimal lineage)."""
+    import asyncio
+
+    sys.path[:0] = [tree, str(HERE)]
+    from store_floor import minimal_inputs, minimal_store, rewrite, stored
+    from store_overhead import make_flow
+
+    import nbflow
+
+    flow = make_flow(nbflow)
+    tmp = tempfile.mkdtemp()
+    inputs = [{"x": i} for i in range(rows)]
+    source = os.path.join(tmp, "source.db")
+    asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, store=source, keep=keep))
+    content = stored(source)
+    given = minimal_inputs(flow, inputs, content[0]) if kind == "minimal" else None
+    for path in ("w1.db", "w2.db"):  # warm-up, as the batches' own
+        if kind == "minimal":
+            minimal_store(os.path.join(tmp, path), given[:200], keep, 100)  # type: ignore[index]
+        else:
+            rewrite(os.path.join(tmp, path), content[0][:200], content[1][:200], 100)
+    measured = {"rewrite": rewrite, "minimal_store": minimal_store, "content": content, "given": given}
+    measured |= {"path": os.path.join(tmp, "a.db"), "keep": keep}
+    if kind == "minimal":
+        eval("minimal_store(path, given, keep, 100)", measured)
+    else:
+        eval("rewrite(path, content[0], content[1], 100)", measured)
+
+
+def count(tree: str, keep: str, rows: int, store: bool | str) -> int:
+    """Instructions the measured batch ran (callgrind's "Collected") with nbflow from ``tree``; ``store`` a string:
+    instead one of ``child_floor``'s floors."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     cmd = [
         "valgrind",
@@ -79,7 +112,7 @@ def count(tree: str, keep: str, rows: int, store: bool) -> int:
         tree,
         keep,
         str(rows),
-        "store" if store else "none",
+        store if isinstance(store, str) else "store" if store else "none",
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -91,12 +124,20 @@ def count(tree: str, keep: str, rows: int, store: bool) -> int:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         tree, keep, rows, store = sys.argv[2:6]
-        child(tree, keep, int(rows), store == "store")
+        if store in ("sqlite", "minimal"):
+            child_floor(tree, keep, int(rows), store)
+        else:
+            child(tree, keep, int(rows), store == "store")
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="also count nbflow at this git revision")
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--keep", nargs="+", default=["none", "all"], choices=["none", "all", "failed"])
+    parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="also count store_floor.py's floors (SQLite alone, the minimal store) for the same rows: issue 35's goal",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit(
@@ -114,11 +155,13 @@ def main() -> int:
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 tar.extractall(tmp, filter="data")
             trees[f"at {args.before}"] = tmp
+        kinds: tuple[bool | str, ...] = (False, True, "sqlite", "minimal") if args.floors else (False, True)
         jobs = {
             (label, keep, store): (path, keep, args.rows, store)
             for label, path in trees.items()
             for keep in args.keep
-            for store in (False, True)
+            for store in kinds
+            if label == "nbflow" or not isinstance(store, str)
         }
         with concurrent.futures.ThreadPoolExecutor(2) as pool:  # (2 cores: one valgrind each)
             counts = dict(zip(jobs, pool.map(lambda a: count(*a), jobs.values()), strict=True))
@@ -131,6 +174,18 @@ def main() -> int:
             print(
                 f"  {label:18s} keep={keep!r:7s} batch {without / args.rows / 1e3:7.1f} k/row without a store, "
                 f"{with_store / args.rows / 1e3:7.1f} k/row with one: store= adds {added[(label, keep)] / 1e3:6.1f} k/row"
+            )
+    if args.floors:
+        for keep in args.keep:
+            nb = added[("nbflow", keep)]
+            sqlite, minimal = (
+                counts[("nbflow", keep, "sqlite")] / args.rows,
+                counts[("nbflow", keep, "minimal")] / args.rows,
+            )
+            print(
+                f"  keep={keep!r}: SQLite alone {sqlite / 1e3:6.1f} k/row, the minimal store {minimal / 1e3:6.1f} k/row "
+                f"({minimal / sqlite:.2f}x SQLite): store= adds {nb / sqlite:.2f}x SQLite alone (goal <= 2x), "
+                f"{nb / minimal:.2f}x the minimal store"
             )
     if args.before:
         for keep in args.keep:

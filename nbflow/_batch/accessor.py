@@ -96,7 +96,7 @@ def _stored_lineage(path: str, batch_id: str, run_id: str) -> dict[str, Any] | N
     from nbflow._store.checkpoint import expanded
 
     with BatchStore(path, read_only=True) as store:
-        found = store.row_lineage(batch_id, run_id)
+        found = store.stored_lineage(batch_id, run_id)
     if found is None:
         return None
     text, code, env = found

@@ -198,7 +198,7 @@ def _lineage_of(run: Run, compact: bool = False, redact: Redactor | None = None)
     graph = run.graph
     if graph is None:
         raise ValueError("the run has no graph")
-    code = None if compact else code_versions(graph, bool(getattr(run._flow, "validate", True)))
+    code = _NO_CODE if compact else code_versions(graph, bool(getattr(run._flow, "validate", True)))
     if redact is None:
         redact = _redactor(run._root.inputs)
     templates = _templates(graph)
@@ -237,13 +237,14 @@ def _lineage_of(run: Run, compact: bool = False, redact: Redactor | None = None)
             nodes[name] = [version, fixed if fixed is not None else _inputs(template, inputs, outputs, redact, True)]
         else:
             params = _inputs(template, inputs, outputs, redact, False)
-            nodes[name] = {"code": code.get(name), "output": version, "inputs": params}  # type: ignore[union-attr]
+            nodes[name] = {"code": code.get(name), "output": version, "inputs": params}
     if compact:
         return {"nodes": nodes}
     return {"env": _environment(graph), "nodes": nodes}
 
 
 _PENDING = NodeStatus.PENDING
+_NO_CODE: dict[str, str | None] = {}  # (a compact lineage names no code versions; never changed)
 _SUCCEEDED = NodeStatus.SUCCEEDED
 _NO_REDACTION = Redactor(())  # (never given secrets of its own: it redacts the process's known secrets alone)
 

@@ -834,12 +834,12 @@ class BatchStore:
         ).fetchone()
         return None if row is None else (row[0], int(row[1]), row[2])
 
-    def row_lineage(
+    def stored_lineage(
         self, batch_id: str, run_id: str
     ) -> tuple[str | None, dict[str, str | None] | None, dict[str, Any] | None] | None:
         """(the row's lineage text, its nodes' code versions, its experiment's environment) of the row ``run_id``
         wrote in ``batch_id`` (``stored_row_lineage``: each None when not recorded); None when there is no such row."""
-        return stored_row_lineage(self._db, run_id, batch_id)
+        return stored_row_lineage(self._db, self.path, run_id, batch_id)
 
     def stored_rows(self, batch_id: str, *, unpickle: bool = True, skip_unreadable: bool = False) -> list[StoredRow]:
         """Every finished row of a batch with its content key and fingerprints, in row order (see ``rows``)."""

@@ -1140,7 +1140,7 @@ class CheckpointStore:
             if stored is not None and stored[0]:
                 run._lineage = json.loads(stored[0])
             else:  # a batch row's run (``write_whole_runs``): its row holds the lineage
-                found = stored_row_lineage(self._db, run_id)
+                found = stored_row_lineage(self._db, self.path, run_id)
                 if found is not None and found[0] is not None:
                     run._lineage = expanded(self.path, run_id, found[0], found[1], found[2])
         self.track(run, save=False)
@@ -1148,11 +1148,12 @@ class CheckpointStore:
 
 
 def stored_row_lineage(
-    db: sqlite3.Connection, run_id: str, batch_id: str | None = None
+    db: sqlite3.Connection, path: Any, run_id: str, batch_id: str | None = None
 ) -> tuple[str | None, dict[str, str | None] | None, dict[str, Any] | None] | None:
     """What a batch store keeps of the lineage of the row that ran ``run_id`` (of ``batch_id``, else of any
     batch): ``(the row's lineage text, its nodes' code versions, its experiment's environment)``, each None when
-    not recorded (a row written before nbflow kept it); None when no row ran it, or the file holds no batches.
+    not recorded (a row written before nbflow kept it); None when no row ran it, or the file holds no batches;
+    a garbled record (``path``: the store's file) is a CorruptStore naming the file.
     ``expanded`` makes a run's lineage of it: the one reader of a stored row's lineage (``df.nbflow.lineage(i)``,
     a kept run loaded from the store)."""
     columns = {r[1] for r in db.execute("PRAGMA table_info(batch_rows)")}
@@ -1176,7 +1177,7 @@ def stored_row_lineage(
         code = json.loads(nodes) if nodes else None
         env = (json.loads(meta) if meta else {}).get("environment")
     except (ValueError, AttributeError) as exc:
-        raise StoreError(f"the experiment record of run {run_id!r} is garbled ({exc})") from None
+        raise garbled(path, f"the code versions or experiment record of run {run_id!r}", exc) from None
     return text, code if isinstance(code, dict) else None, env if isinstance(env, dict) else None
 
 

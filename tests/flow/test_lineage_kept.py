@@ -84,3 +84,19 @@ def test_a_run_record_that_holds_its_lineage_is_read_first(tmp_path: Path) -> No
     db.close()
     got = nf.load_run(path, run_id).lineage()
     assert got.attrs["environment"] == {"nbflow": "0.0-old"} and list(got["node"]) == ["prepare"]
+
+
+def test_a_garbled_experiment_record_names_the_file(tmp_path: Path) -> None:
+    """Loading a kept run whose batch's experiment record was changed by another program: a StoreError that names
+    the store's file and the run (as every garbled field's), not a bare JSON error."""
+    path = tmp_path / "runs.db"
+    df = make_flow().batch([{"x": 4}], store=path, keep="all", batch_id="b", progress=False)
+    run_id = df["run_id"].iloc[0]
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE batches SET meta = ? WHERE batch_id = 'b'", ("{not json",))
+    db.close()
+    with pytest.raises(nf.StoreError) as caught:
+        nf.load_run(path, run_id)
+    message = str(caught.value)
+    assert str(path) in message and run_id in message and "Restore it from a backup" in message
