@@ -96,6 +96,53 @@ def child_floor(tree: str, keep: str, rows: int, kind: str) -> None:
         eval("rewrite(path, content[0], content[1], 100)", measured)
 
 
+_PARTS = ("lineage", "encode", "write")
+
+
+def child_part(tree: str, keep: str, rows: int, part: str) -> None:
+    """In the process valgrind runs: one part of what ``store=`` does for a row, alone, on the rows and runs of a
+    real batch (``--parts``): "lineage" makes each row's lineage (``row_lineage``), "encode" each row's prepared
+    values (``BatchStore.plain_row``: its JSON, its secret checks), "write" the prepared rows' inserts and
+    commits in groups of 100 (``BatchStore.write_rows``)."""
+    import asyncio
+    import json
+    import sqlite3
+
+    sys.path[:0] = [tree, str(HERE)]
+    from store_overhead import make_flow
+
+    import nbflow
+    from nbflow._engine.lineage import row_lineage
+    from nbflow._store.batch_store import BatchStore
+
+    flow = make_flow(nbflow)
+    tmp = tempfile.mkdtemp()
+    inputs = [{"x": i} for i in range(rows)]
+    source = os.path.join(tmp, "source.db")
+    frame = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, store=source, keep="none"))
+    db = sqlite3.connect(source)
+    stored = db.execute(
+        "SELECT batch_id, row_index, run_id, status, data, case_key, fingerprint, lineage FROM batch_rows "
+        "ORDER BY row_index"
+    ).fetchall()
+    db.close()
+    data = [(b, i, r, st, json.loads(d), k, f, lin) for b, i, r, st, d, k, f, lin in stored]
+    store = BatchStore(os.path.join(tmp, "a.db"))
+    store.begin_batch(stored[0][0], "store_bench", rows, list(data[0][4]))
+    measured: dict[str, object] = {"store": store, "data": data, "row_lineage": row_lineage}
+    if part == "lineage":
+        measured["runs"] = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, keep="all")).nbflow.runs()
+        snippet = "[row_lineage(run) for run in runs]"
+    elif part == "encode":
+        snippet = "[store.plain_row(b, i, r, st, d, k, f, None, lin) for b, i, r, st, d, k, f, lin in data]"
+    else:
+        measured["prepared"] = [store.plain_row(b, i, r, st, d, k, f, None, lin) for b, i, r, st, d, k, f, lin in data]
+        snippet = "[store.write_rows(prepared[k : k + 100]) for k in range(0, len(prepared), 100)]"
+    eval(snippet, measured)
+    assert len(frame) == rows
+    store.close()
+
+
 def count(tree: str, keep: str, rows: int, store: bool | str) -> int:
     """Instructions the measured batch ran (callgrind's "Collected") with nbflow from ``tree``; ``store`` a string:
     instead one of ``child_floor``'s floors."""
@@ -126,6 +173,8 @@ def main() -> int:
         tree, keep, rows, store = sys.argv[2:6]
         if store in ("sqlite", "minimal"):
             child_floor(tree, keep, int(rows), store)
+        elif store in _PARTS:
+            child_part(tree, keep, int(rows), store)
         else:
             child(tree, keep, int(rows), store == "store")
         return 0
@@ -137,6 +186,11 @@ def main() -> int:
         "--floors",
         action="store_true",
         help="also count store_floor.py's floors (SQLite alone, the minimal store) for the same rows: issue 35's goal",
+    )
+    parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="also count parts of a row's store= path alone (its lineage, its encoding, its inserts and commits)",
     )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -155,7 +209,11 @@ def main() -> int:
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 tar.extractall(tmp, filter="data")
             trees[f"at {args.before}"] = tmp
-        kinds: tuple[bool | str, ...] = (False, True, "sqlite", "minimal") if args.floors else (False, True)
+        kinds: tuple[bool | str, ...] = (False, True)
+        if args.floors:
+            kinds += ("sqlite", "minimal")
+        if args.parts:
+            kinds += _PARTS
         jobs = {
             (label, keep, store): (path, keep, args.rows, store)
             for label, path in trees.items()
@@ -186,6 +244,16 @@ def main() -> int:
                 f"  keep={keep!r}: SQLite alone {sqlite / 1e3:6.1f} k/row, the minimal store {minimal / 1e3:6.1f} k/row "
                 f"({minimal / sqlite:.2f}x SQLite): store= adds {nb / sqlite:.2f}x SQLite alone (goal <= 2x), "
                 f"{nb / minimal:.2f}x the minimal store"
+            )
+    if args.parts:
+        for keep in args.keep:
+            parts = {part: counts[("nbflow", keep, part)] / args.rows for part in _PARTS}
+            rest = added[("nbflow", keep)] - sum(parts.values())
+            print(
+                f"  keep={keep!r}, parts alone: "
+                + ", ".join(f"{part} {n / 1e3:.1f} k" for part, n in parts.items())
+                + f"; the rest of what store= adds (keys, the commit's wait, the kept runs, the experiment) "
+                f"{rest / 1e3:.1f} k a row"
             )
     if args.before:
         for keep in args.keep:
