@@ -18,7 +18,12 @@ valgrind slows ~50x alike for every tree; a second count of the same tree differ
 ``docs/benchmarks.md``, "Session 15: the store in instructions"). Each process takes ~2.5 minutes (valgrind
 runs the imports too); two run at a time.
 
-    python benchmarks/store_instructions.py [--before REV] [--rows 2000] [--keep none all]
+    python benchmarks/store_instructions.py [--before REV] [--rows 2000] [--keep none all] [--floors] [--parts]
+
+``--floors`` also counts ``store_floor.py``'s floors for the same rows (SQLite alone writing them, the hand-written
+minimal store doing a row's duties): issue 35's goal (``store=`` adds <= 2x SQLite alone) in instructions.
+``--parts`` counts parts of a row's path alone (its lineage, its encoding, its inserts and commits); the rest of
+what ``store=`` adds is printed beside them.
 
 Needs ``valgrind`` (``apt-get install valgrind``).
 """
