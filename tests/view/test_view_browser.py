@@ -182,6 +182,18 @@ def test_viewer_pages_in_the_systems_dark_mode(runs_db: Path) -> None:
         viewer.stop()
 
 
+def _has_experiment(db: Path, name: str) -> bool:
+    """Whether the store at ``db`` lists experiment ``name`` yet (read as a viewer reads it)."""
+    import nbflow as nf
+
+    if not db.exists() or db.stat().st_size == 0:
+        return False
+    try:
+        return name in set(nf.experiments(db)["experiment"])
+    except nf.StoreError:  # (its schema half-written by the batch that is creating it)
+        return False
+
+
 def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     require()
     from playwright.sync_api import expect
@@ -201,11 +213,12 @@ def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     )
     writer = subprocess.Popen([sys.executable, "-c", script])
     try:
+        # Opened once the experiment is recorded: the file exists ~1 s before (the batch opens its store, then
+        # prepares its rows and records the experiment), and a page opened on a name not there yet says so.
         deadline = time.monotonic() + 60
-        while not db.exists() or db.stat().st_size == 0:
+        while not _has_experiment(db, "live"):
             assert time.monotonic() < deadline and writer.poll() is None
             time.sleep(0.1)
-        time.sleep(1.0)
         viewer = Viewer([db]).start()
         try:
             with _page() as page:
