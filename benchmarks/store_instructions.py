@@ -41,14 +41,14 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def child(tree: str, keep: str, rows: int, store: bool) -> None:
-    """In the process valgrind runs: warm up, then the measured batch inside ``eval`` (what callgrind counts)."""
-    import asyncio
-
+def _setup(tree: str, rows: int) -> tuple[Any, Any, str, list[dict[str, int]]]:
+    """In a child process: nbflow imported from ``tree`` (checked), ``store_overhead.py``'s flow, a temporary
+    folder and the batch's inputs."""
     sys.path[:0] = [tree, str(HERE)]
     from store_overhead import make_flow
 
@@ -57,9 +57,14 @@ def child(tree: str, keep: str, rows: int, store: bool) -> None:
     where = pathlib.Path(nbflow.__file__).resolve().parent.parent
     if where != pathlib.Path(tree).resolve():
         raise SystemExit(f"imported nbflow from {where}, not from {tree}")
-    flow = make_flow(nbflow)
-    tmp = tempfile.mkdtemp()
-    inputs = [{"x": i} for i in range(rows)]
+    return nbflow, make_flow(nbflow), tempfile.mkdtemp(), [{"x": i} for i in range(rows)]
+
+
+def child(tree: str, keep: str, rows: int, store: bool) -> None:
+    """In the process valgrind runs: warm up, then the measured batch inside ``eval`` (what callgrind counts)."""
+    import asyncio
+
+    _, flow, tmp, inputs = _setup(tree, rows)
     warm = inputs[:200]
     asyncio.run(flow.abatch(warm, concurrency=100, progress=False, store=os.path.join(tmp, "w.db"), keep=keep))
     asyncio.run(flow.abatch(warm, concurrency=100, progress=False, keep=keep))
@@ -75,15 +80,9 @@ def child_floor(tree: str, keep: str, rows: int, kind: str) -> None:
     "minimal" is its hand-written store doing a row's duties (JSON, content key, data versions, a minimal lineage)."""
     import asyncio
 
-    sys.path[:0] = [tree, str(HERE)]
+    _, flow, tmp, inputs = _setup(tree, rows)
     from store_floor import minimal_inputs, minimal_store, rewrite, stored
-    from store_overhead import make_flow
 
-    import nbflow
-
-    flow = make_flow(nbflow)
-    tmp = tempfile.mkdtemp()
-    inputs = [{"x": i} for i in range(rows)]
     source = os.path.join(tmp, "source.db")
     asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, store=source, keep=keep))
     content = stored(source)
@@ -111,29 +110,19 @@ def child_part(tree: str, keep: str, rows: int, part: str) -> None:
     commits in groups of 100 (``BatchStore.write_rows``)."""
     import asyncio
     import json
-    import sqlite3
 
-    sys.path[:0] = [tree, str(HERE)]
-    from store_overhead import make_flow
+    _, flow, tmp, inputs = _setup(tree, rows)
+    from store_floor import stored
 
-    import nbflow
     from nbflow._engine.lineage import row_lineage
     from nbflow._store.batch_store import BatchStore
 
-    flow = make_flow(nbflow)
-    tmp = tempfile.mkdtemp()
-    inputs = [{"x": i} for i in range(rows)]
     source = os.path.join(tmp, "source.db")
     frame = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, store=source, keep="none"))
-    db = sqlite3.connect(source)
-    stored = db.execute(
-        "SELECT batch_id, row_index, run_id, status, data, case_key, fingerprint, lineage FROM batch_rows "
-        "ORDER BY row_index"
-    ).fetchall()
-    db.close()
-    data = [(b, i, r, st, json.loads(d), k, f, lin) for b, i, r, st, d, k, f, lin in stored]
+    # (store_floor's rows: rowid, batch_id, case_key, row_index, run_id, status, finished_at, fingerprint, data, lineage)
+    data = [(b, i, r, st, json.loads(d), k, f, lin) for _, b, k, i, r, st, _, f, d, lin in stored(source)[0]]
     store = BatchStore(os.path.join(tmp, "a.db"))
-    store.begin_batch(stored[0][0], "store_bench", rows, list(data[0][4]))
+    store.begin_batch(data[0][0], "store_bench", rows, list(data[0][4]))
     measured: dict[str, object] = {"store": store, "data": data, "row_lineage": row_lineage}
     if part == "lineage":
         measured["runs"] = asyncio.run(flow.abatch(inputs, concurrency=100, progress=False, keep="all")).nbflow.runs()
