@@ -7,7 +7,7 @@ import itertools
 import json
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from nbflow._batch.columns import QUESTION_COLUMNS, REUSED_COLUMN
@@ -21,6 +21,7 @@ from nbflow._core.errors import (
     _suggest,
     short_repr,
 )
+from nbflow._core.records import record
 from nbflow._core.secrets import Secret, is_secret_name, remark_secrets
 from nbflow._graph.graph import Graph, Plan
 from nbflow._graph.validate import admits_none
@@ -53,7 +54,7 @@ SAMPLE_COLUMN = "sample"  # repeats=N: the repeat index 0..N-1
 _REPEAT_WORDS = ("repeat", "repeats", "rep", "sample", "samples", "trial", "trials", "run", "iteration", "seed")
 
 
-@dataclass(slots=True)
+@record()
 class Case:
     """One run of the batch: the result row's own columns and the flow inputs taken from them."""
 
@@ -68,7 +69,7 @@ class Case:
     """The repeat index with ``repeats=N`` (None without)."""
 
 
-@dataclass(slots=True)
+@record()
 class Cases:
     cases: list[Case]
     columns: list[str]  # row columns then grid keys, in order
@@ -399,7 +400,7 @@ def check_types(graph: Graph, cases: Cases, limit: int = 3) -> None:
         )
 
 
-@dataclass(slots=True)
+@record()
 class Refed:
     """A batch result frame given back to ``flow.batch`` (``refed_frame``)."""
 
@@ -509,7 +510,7 @@ def assign_keys(cases: Cases) -> KeyTexts:
     return KeyTexts(frozenset(skip), texts)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class KeyTexts:
     """Each case's values as ``assign_keys`` encoded them (``skip``: the columns left out)."""
 

@@ -17,7 +17,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,6 +29,7 @@ from nbflow._batch.columns import as_dict as _as_dict
 from nbflow._batch.runs import KEEP_LIMIT, RunArchive
 from nbflow._core.config import config
 from nbflow._core.errors import BatchInterrupted, NbflowWarning, StoreError
+from nbflow._core.records import record
 from nbflow._core.score import Score
 from nbflow._core.secrets import Secret, gate, learn_environment, learn_inputs, secret_texts
 from nbflow._core.states import RunStatus
@@ -75,7 +76,7 @@ STORED_COLUMN = "stored"
 _RUN_SUCCEEDED, _RUN_CANCELLED, _RUN_PAUSED = RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.PAUSED
 
 
-@dataclass(slots=True)
+@record()
 class Options:
     concurrency: int
     outputs: Iterable[str] | str | None
@@ -103,7 +104,7 @@ class Options:
     reuse: str | None = None  # another stored batch whose rows (and node outputs) this one reuses (reuse.py)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Fed:
     """A stored row run again from its changed nodes (``nbflow/_batch/reuse.py``): the plan of what runs and the
     stored outputs fed in for every other node (overrides, marked ``cached`` with their origin in the record)."""
@@ -210,7 +211,7 @@ class Results:
         return [v if d else fill for v, d in zip(col, done, strict=True)] if self._unset else col
 
 
-@dataclass(slots=True)
+@record()
 class State:
     """The batch's live results; the partial frame can be built from it at any moment."""
 

@@ -23,11 +23,12 @@ import json
 import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
 
 from nbflow._core.errors import NbflowError, RunnerError
 from nbflow._core.events import NodeCall
+from nbflow._core.records import record
 from nbflow._core.secrets import _MARKED, Redactor
 from nbflow._core.usage import CURRENT_NODE, ROW, UsageError, add_usage, check_cost
 
@@ -78,7 +79,7 @@ class CallError(NbflowError, ValueError):
     """``nf.record_call(...)`` got something it cannot record (a message list that is not one, ...)."""
 
 
-@dataclass(slots=True)
+@record()
 class Call:
     """One model call of a node attempt (see the module doc). Times in seconds; ``retry``: 0 for a first
     request, n for the client's n-th retry of it; ``status_code``: the HTTP status (None: no HTTP)."""
@@ -123,7 +124,7 @@ def call_dict(call: Call) -> dict[str, Any]:
 # --- reading what an OpenAI-style API was sent and answered (dicts, as JSON gives them) -----------------
 
 
-@dataclass(slots=True)
+@record()
 class RequestInfo:
     """A request body read as a call's request fields."""
 

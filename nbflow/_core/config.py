@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from nbflow._core.errors import ConfigError
+from nbflow._core.records import record
 
 __all__ = ["Config", "check_trace", "config"]
 
 
-@dataclass(slots=True)
+@record()
 class Config:
     """nbflow's switches (one shared instance: ``nbflow.config``).
 

@@ -5,10 +5,10 @@ Fields may be added to events in later versions, never removed or renamed.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from nbflow._core.question import Question
+from nbflow._core.records import record
 from nbflow._core.states import RunStatus
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Event:
     """Something happened in run ``run_id`` at wall-clock ``time`` (seconds since the epoch)."""
 
@@ -37,32 +37,32 @@ class Event:
     time: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class RunStarted(Event):
     flow: str
     nodes: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class RunFinished(Event):
     status: RunStatus
     duration: float
     reason: str | None = None  # why a run was CANCELLED by nbflow itself (e.g. its deadline)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeEvent(Event):
     node: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeStarted(NodeEvent):
     """An attempt started: one event per attempt (``attempt`` counts from 1)."""
 
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeSucceeded(NodeEvent):
     duration: float
     overridden: bool = False
@@ -70,7 +70,7 @@ class NodeSucceeded(NodeEvent):
     cached: bool = False  # the output came from the node cache: the node did not run
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeFailed(NodeEvent):
     error: BaseException
     duration: float
@@ -80,7 +80,7 @@ class NodeFailed(NodeEvent):
         return type(self.error).__name__
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeRetrying(NodeEvent):
     """Attempt ``attempt`` failed with ``error``; the next one starts after ``delay`` seconds."""
 
@@ -93,24 +93,24 @@ class NodeRetrying(NodeEvent):
         return type(self.error).__name__
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeSkipped(NodeEvent):
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeCancelled(NodeEvent):
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodePaused(NodeEvent):
     """The node asked a question (``nf.ask``) and waits for an answer."""
 
     question: Question
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class RunPaused(Event):
     """Nothing else can progress until someone answers (or the run was paused from outside)."""
 
@@ -118,7 +118,7 @@ class RunPaused(Event):
     version: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeUsage(NodeEvent):
     """The node reported model usage with ``nf.usage(...)`` (one event per call; a node may report several).
 
@@ -134,7 +134,7 @@ class NodeUsage(NodeEvent):
     attempt: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class NodeCall(NodeEvent):
     """The node made a model call, now recorded in its transcript (``run.calls(node)``).
 
@@ -144,48 +144,3 @@ class NodeCall(NodeEvent):
 
     call: Any
     attempt: int | None = None
-
-
-def _fast_init(cls: type) -> Any:
-    """The same ``__init__`` as the dataclass's, setting each slot through its descriptor.
-
-    A frozen dataclass's generated ``__init__`` calls ``object.__setattr__(self, name, value)`` per
-    field (a name lookup each time); the engine builds two events per node whenever anyone
-    subscribes, so this is on the hot path: 2.6 -> 1.6 µs per NodeSucceeded measured. Same
-    signature, defaults and frozen behaviour (assigning afterwards still raises).
-    """
-    names: dict[str, Any] = {}
-    params, body = [], []
-    for f in fields(cls):
-        if f.default_factory is not MISSING or not f.init:  # not used by events; keep the dataclass's
-            return cls.__dict__["__init__"]
-        slot = next(k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__)
-        names[f"_set_{f.name}"] = slot.__set__
-        if f.default is MISSING:
-            params.append(f.name)
-        else:
-            names[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-        body.append(f"    _set_{f.name}(self, {f.name})")
-    exec(f"def __init__(self, *, {', '.join(params)}):\n" + "\n".join(body), names)
-    init = names["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__annotations__ = dict(cls.__dict__["__init__"].__annotations__)  # inspect.signature shows the types
-    return init
-
-
-for _cls in (
-    RunStarted,
-    RunFinished,
-    NodeStarted,
-    NodeSucceeded,
-    NodeFailed,
-    NodeRetrying,
-    NodeSkipped,
-    NodeCancelled,
-    NodePaused,
-    RunPaused,
-    NodeUsage,
-):
-    _cls.__init__ = _fast_init(_cls)  # type: ignore[method-assign]
-del _cls

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
 
 from nbflow._core.missing import MISSING
+from nbflow._core.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Question:
     """A question a paused node asked. ``key`` identifies it within its run (``node#n``)."""
 

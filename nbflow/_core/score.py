@@ -8,13 +8,15 @@ entry of ``details``), shown beside the score in the results explorer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from nbflow._core.records import record
 
 __all__ = ["Score"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Score:
     """A scorer's verdict on one output: ``value`` (bool or number), ``explanation`` (why), ``details``
     (more columns, e.g. the order a pairwise judge saw the answers in)."""

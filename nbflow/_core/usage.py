@@ -13,11 +13,12 @@ import math
 import numbers
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from nbflow._core.errors import NbflowError, RunnerError
 from nbflow._core.events import NodeUsage
+from nbflow._core.records import record
 
 __all__ = [
     "CURRENT_NODE",
@@ -44,7 +45,7 @@ class UsageError(NbflowError, ValueError):
     """``nf.usage(...)`` got something it cannot count (negative, not a number, an unknown object)."""
 
 
-@dataclass(slots=True)
+@record()
 class Usage:
     """What the calls of one attempt used. ``uncosted``: calls that reported no cost."""
 

@@ -7,24 +7,24 @@ These objects are what ``@flow.router``, ``@flow.map``, ``@flow.loop``, ``nf.fir
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from nbflow._core.errors import FlowDefinitionError
+from nbflow._core.records import record
 
 __all__ = ["FirstOf", "ItemFailed", "Loop", "Map", "OptionalSource", "Router", "first_of", "optional"]
 
 ItemErrors = Literal["terminate", "continue", "drop"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class FirstOf:
     """Feed a parameter from the first of ``sources`` that produced an output (a merge)."""
 
     sources: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class OptionalSource:
     """Feed a parameter from ``source`` if it produced an output, else ``nf.MISSING``."""
 
@@ -54,7 +54,7 @@ def optional(source: str) -> OptionalSource:
     return OptionalSource(source)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Router:
     """A node whose output names the branch (or branches) to take.
 
@@ -65,7 +65,7 @@ class Router:
     branches: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Map:
     """Run the node once per item of parameter ``over`` (a list), items concurrently.
 
@@ -84,7 +84,7 @@ class Map:
             raise FlowDefinitionError(f"map concurrency must be a positive int or None, got {self.concurrency!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Loop:
     """Run the node repeatedly, feeding each output back into parameter ``feed``.
 
@@ -106,7 +106,7 @@ class Loop:
             raise FlowDefinitionError(f"loop until= must be a function of the output, got {self.until!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ItemFailed:
     """Stands in a map's output for an item that failed (``errors="continue"``). Falsy."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.errors import FlowDefinitionError
+from nbflow._core.records import record
 
 if TYPE_CHECKING:
     import asyncio
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["Limit"]
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class _Waiter:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from nbflow._core.errors import (
@@ -19,6 +19,7 @@ from nbflow._core.errors import (
     NodeTimeoutError,
     ResourceError,
 )
+from nbflow._core.records import record
 
 __all__ = ["Default", "ErrorInfo", "Failed", "OnError", "Retry", "is_transient", "retry_after_of"]
 
@@ -97,7 +98,7 @@ def is_transient(exc: BaseException) -> bool:
 RetryOn = type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Retry:
     """Try a node up to ``attempts`` times in all, waiting between attempts.
 
@@ -181,7 +182,7 @@ class Retry:
         return delay
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Default:
     """``on_error=nf.Default(value)``: if the node fails (after its retries), its output is ``value``.
 
@@ -194,7 +195,7 @@ class Default:
 OnError = Literal["fail", "continue"] | Default
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ErrorInfo:
     """A node's failure as data: what a failure handler (``on_failure_of=``) receives.
 
@@ -213,7 +214,7 @@ class ErrorInfo:
         return f"{self.node} failed: {self.type}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@record(frozen=True, repr=False)
 class Failed(ErrorInfo):
     """The marker a node downstream of an ``on_error="continue"`` node receives instead of its output.
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from nbflow._core.errors import FlowDefinitionError
 from nbflow._core.missing import MISSING
+from nbflow._core.records import record
 from nbflow._dsl.spec import check_name
 
 __all__ = ["ResourceKind", "ResourceSpec", "make_resource_spec"]
@@ -21,7 +21,7 @@ __all__ = ["ResourceKind", "ResourceSpec", "make_resource_spec"]
 ResourceKind = Literal["sync", "async", "generator", "async_generator"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(frozen=True, eq=False)
 class ResourceSpec:
     """A resource as declared. Compared by identity: a redefinition is a new spec (and new instances)."""
 

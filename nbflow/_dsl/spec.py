@@ -5,18 +5,19 @@ from __future__ import annotations
 import inspect
 import keyword
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import FunctionType, MappingProxyType
 from typing import Any
 
 from nbflow._core.errors import FlowDefinitionError, UnknownNodeError
 from nbflow._core.missing import MISSING
+from nbflow._core.records import record
 from nbflow._dsl.control import FirstOf, Loop, Map, OptionalSource, Router
 
 __all__ = ["NodeSpec", "ParamSpec", "make_spec", "node_spec", "param_spec"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ParamSpec:
     """One parameter of a node function.
 
@@ -38,7 +39,7 @@ class ParamSpec:
         return self.default is MISSING
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class NodeSpec:
     """A node as declared: its name, function and parameters. Read-only."""
 

@@ -8,7 +8,6 @@ then returns the stored answer (the node's code before ``ask()`` runs again: kee
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,6 +17,7 @@ from collections.abc import Iterable
 from nbflow._core.errors import AnswerError, FlowDefinitionError, QuestionExpiredError, RunnerError
 from nbflow._core.missing import MISSING
 from nbflow._core.question import Question
+from nbflow._core.records import record
 from nbflow._dsl.options import check_timeout
 
 __all__ = [
@@ -41,7 +41,7 @@ class PauseSignal(BaseException):
         super().__init__(question.key)
 
 
-@dataclass(slots=True)
+@record()
 class AskContext:
     """Where ``nf.ask()`` is being called from: the top-level run, the node's path, its record."""
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.errors import NbflowWarning
+from nbflow._core.records import record
 
 if TYPE_CHECKING:
     from nbflow._dsl.spec import NodeSpec
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["note_declared"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class _Origin:
     place: tuple[str, ...]  # ("cell", cell id) or ("code", hash of the body)
     line: int

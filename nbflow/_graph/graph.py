@@ -6,11 +6,12 @@ import gc
 import heapq
 import inspect
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from nbflow._core.errors import CycleError, GraphError, MissingInputError, UnknownInputError, UnknownNodeError, _suggest
 from nbflow._core.missing import MISSING
+from nbflow._core.records import record
 from nbflow._dsl.resource import ResourceSpec
 from nbflow._dsl.spec import NodeSpec
 from nbflow._graph.validate import Validator, hints_of, make_validator, still_resolved
@@ -34,7 +35,7 @@ __all__ = [
 # Dep and GNode are made per parameter and per node by every compile, and never changed after: not
 # frozen=True, whose __init__ (object.__setattr__ per field) made each of them 5-10x slower to build,
 # most of compiling a big flow. Treat them as read-only; Dep stays hashable.
-@dataclass(slots=True, unsafe_hash=True)
+@record(unsafe_hash=True)
 class Dep:
     """Parameter ``param`` is fed by ``source``: a node when ``is_node``, else a flow input."""
 
@@ -47,7 +48,7 @@ class Dep:
     """The node runs even if ``source`` produced nothing; ``param`` then gets ``nf.MISSING``."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(frozen=True, eq=False)
 class BoundResource:
     """A resource with its factory's parameters resolved: other resources, and flow inputs."""
 
@@ -72,7 +73,7 @@ class BoundResource:
         return found
 
 
-@dataclass(slots=True)
+@record()
 class GNode:
     """A node in the compiled graph, with its edges and validators resolved."""
 
@@ -116,7 +117,7 @@ class CallMode:
         self.changed: Any = None  # (loop, future) the calls waiting for the probes' verdict await
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class InputInfo:
     """A flow input: a parameter that no node feeds."""
 
@@ -129,7 +130,7 @@ class InputInfo:
         return self.required_by + self.optional_for
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Plan:
     """What one run executes: the nodes needed for its targets (topological order) and the overrides."""
 
@@ -142,7 +143,7 @@ class Plan:
     """What the engine derives from the plan once and reuses for each of its runs (``_engine/scheduler.py``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Graph:
     """A validated flow: nodes in topological order (ties broken by definition order) and its inputs."""
 

@@ -7,11 +7,12 @@ written); applying them is the engine's (``engine/policy.py``), imported at the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core.clock import SYSTEM_CLOCK, Clock
 from nbflow._core.errors import FlowDefinitionError, _suggest
+from nbflow._core.records import record
 from nbflow._dsl.limits import Limit
 from nbflow._dsl.policies import OnError, Retry
 from nbflow._graph.graph import Graph
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["NO_POLICIES", "FlowPolicies", "NodePolicy", "build_policies", "update_policies"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class NodePolicy:
     """What to do around one node's call; only nodes with something to do get one."""
 
@@ -32,7 +33,7 @@ class NodePolicy:
     limits: tuple[Limit, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class FlowPolicies:
     """Every node's policy, the failure handlers, and the clock retry delays sleep on."""
 

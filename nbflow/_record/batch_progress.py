@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
+
+from nbflow._core.records import record
 
 __all__ = ["REFRESH", "BatchProgress", "ProgressRenderer", "seconds_text"]
 
 REFRESH = 0.25
 
 
-@dataclass(slots=True)
+@record()
 class BatchProgress:
     """Where a batch stands. Read it from a renderer; only the batch writes it.
 

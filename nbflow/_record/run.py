@@ -11,7 +11,6 @@ import warnings
 import weakref
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbflow._core import present
@@ -27,6 +26,7 @@ from nbflow._core.errors import (
 from nbflow._core.events import Event, NodeEvent, RunFinished, RunPaused
 from nbflow._core.missing import MISSING
 from nbflow._core.question import Question
+from nbflow._core.records import record
 from nbflow._core.registry import flow_of
 from nbflow._core.secrets import Redactor
 from nbflow._core.states import NODE_TRANSITIONS, NodeStatus, RunStatus, check_node_transition, check_run_transition
@@ -43,7 +43,7 @@ _PENDING = NodeStatus.PENDING
 Watcher = Callable[[Event | None], object]
 
 
-@dataclass(slots=True)
+@record()
 class Attempt:
     """One try at running a node. ``delay``: seconds waited after it before the next try (None: last)."""
 
@@ -118,7 +118,7 @@ class ItemRecord:
         return f"<ItemRecord {self.index} {self.status.name}{what}>"
 
 
-@dataclass(slots=True)
+@record()
 class Iteration:
     """One pass of a loop node."""
 

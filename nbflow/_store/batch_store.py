@@ -60,12 +60,12 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from operator import countOf
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from nbflow._core.errors import StoreError
+from nbflow._core.records import record
 from nbflow._core.secrets import Redactor, Secret, gate, json_holds_no_secret, redactor
 from nbflow._store.checkpoint import ensure_schema, stored_row_lineage, write_whole_runs
 from nbflow._store.pickling import (
@@ -242,7 +242,7 @@ def holds_redaction(value: Any) -> bool:
     return b"REDACTED" in data or b"<redacted" in data
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class StoredRow:
     """A finished row as read back from the store."""
 

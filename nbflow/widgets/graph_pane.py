@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from nbflow._core.records import record
 from nbflow._core.states import NodeStatus
 from nbflow._show.draw import STATE_COLORS, has_dot, to_dot
 from nbflow.widgets.redact import Redactor
@@ -50,7 +50,7 @@ _BRANCH = re.compile(rf'<g id="branch__(?P<name>[\w.]+)" class="edge nbflow{_DAS
 _RAN = frozenset({NodeStatus.RUNNING, NodeStatus.PAUSED, NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED})
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class NodeLook:
     """How one node is drawn: its state (or None when not part of the run), tooltip and selection."""
 
