@@ -31,7 +31,7 @@ SCREEN_MASK = "••••••"
 # The one rule for secret names (stores, checkpoints, caches, batch ids, Dask and the widgets all ask
 # is_secret_name; docs/secrets.md holds the table). A name is split into parts on ``_``, ``-``, ``.``,
 # spaces and camelCase, in any case style. It is secret when:
-# - a part is a credential word (``HF_TOKEN``, ``db_pwd``, ``session_cookie``, ``JWT``, ``Authorization``);
+# - a part is a credential word (``HF_TOKEN``, ``db_pwd``, ``session_cookie``, ``JWT``, ``Authorization``, ``AWS_CREDS``);
 # - two parts make a credential (``api_key``, ``client_secret``, ``database_url``, ``connection_string``);
 # - ``key`` follows a provider or a kind of key (``OPENAI_KEY``, ``azure_openai_key``, ``ssh_key``);
 # - its last part is ``pat``, ``dsn`` or ``pass`` after another part (``GH_PAT``, ``SENTRY_DSN``, ``DB_PASS``);
@@ -50,6 +50,8 @@ _SECRET_WORDS = frozenset(
         "authorization",
         "credential",
         "credentials",
+        "cred",
+        "creds",
         "cookie",
         "apikey",
         "passphrase",

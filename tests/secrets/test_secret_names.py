@@ -1,4 +1,4 @@
-"""The one secret-name rule over 64 common credential names, and the ordinary names it must leave alone."""
+"""The one secret-name rule over 66 common credential names, and the ordinary names it must leave alone."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from nbflow._core.secrets import is_secret_name
 
-# 64 credential names as users spell them (environment variables, parameters, config keys, headers).
+# 66 credential names as users spell them (environment variables, parameters, config keys, headers).
 CREDENTIAL_NAMES = [
     # model providers, `<provider>_key` and `<provider>_api_key`
     "OPENAI_API_KEY",
@@ -41,6 +41,8 @@ CREDENTIAL_NAMES = [
     "AZURE_CLIENT_SECRET",
     "AZURE_STORAGE_CONNECTION_STRING",
     "GOOGLE_APPLICATION_CREDENTIALS",
+    "MY_SERVICE_CRED",
+    "aws_creds",
     # databases
     "PGPASSWORD",
     "MYSQL_PWD",
@@ -122,11 +124,14 @@ ORDINARY_NAMES = [
     "answer",
     "patience",
     "key_value",
+    "credit_limit",
+    "credits",
+    "incredible",
 ]
 
 
-def test_there_are_64_credential_names():
-    assert len(CREDENTIAL_NAMES) == 64 == len(set(CREDENTIAL_NAMES))
+def test_there_are_66_credential_names():
+    assert len(CREDENTIAL_NAMES) == 66 == len(set(CREDENTIAL_NAMES))
 
 
 @pytest.mark.parametrize("name", CREDENTIAL_NAMES)

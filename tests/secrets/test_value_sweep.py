@@ -1,4 +1,4 @@
-"""The secret sweep by value: 64 credential names, token-shaped values under plain names, a URL's password and
+"""The secret sweep by value: 66 credential names, token-shaped values under plain names, a URL's password and
 keys a node reads from ``os.environ`` itself, through every sink: the checkpoint store, the batch store (rows,
 kept runs, the experiment record with its summary and circuit breaker), a node cache, ``save=`` files, saved
 frames, OpenTelemetry (the real SDK, in memory), warnings, and the errors shown in the notebook
