@@ -16,6 +16,7 @@ See docs/batch.md.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -41,6 +42,7 @@ from nbflow._engine.caching import node_fingerprints
 from nbflow._engine.kernel import call_blocking, in_kernel
 from nbflow._notebook import make_renderer
 from nbflow._record.batch_progress import BatchProgress
+from nbflow._record.lineage import lineage_json
 from nbflow._store.batch_store import BatchStore, StoredRow
 from nbflow._store.claims import BatchClaim
 
@@ -492,19 +494,24 @@ def _resume(state: State, store: BatchStore, progress: BatchProgress, secret: li
         if finished or borrowed is not None
         else range(n)
     )
+    meta = experiment_meta(state)
     state.fingerprint = store.begin_batch(
-        state.batch_id,
-        state.flow.name,
-        n,
-        result_columns(cases),
-        fingerprints=fingerprints,
-        meta=experiment_meta(state),
+        state.batch_id, state.flow.name, n, result_columns(cases), fingerprints=fingerprints, meta=meta
     )
     if state.copied:  # rows of the reused batch taken whole: they are rows of this batch too (their runs shared)
         by_name = bool(secret)
         copied = [(i, result) for i in state.copied if (result := state.results[i]) is not None]
+        lineages = _copied_lineages(state, store, [result.get("run_id") for _, result in copied], meta)
         store.write_rows(
-            prepare_row(store, state, i, result, secret, secrets=secret_texts(cases.cases[i].inputs, by_name=by_name))
+            prepare_row(
+                store,
+                state,
+                i,
+                result,
+                secret,
+                secrets=secret_texts(cases.cases[i].inputs, by_name=by_name),
+                lineage=lineages.get(str(result.get("run_id"))),
+            )
             for i, result in copied
         )
         for i, result in copied:  # (a value the store cannot hold failed the row: its result says so)
@@ -532,6 +539,32 @@ def _borrowed(state: State, store: BatchStore) -> list[StoredRow]:
     rows = [r for r in store.stored_rows(name, unpickle=True, skip_unreadable=True) if r.status in FINISHED]
     _warn_unreadable(store, name)
     return rows
+
+
+def _copied_lineages(state: State, store: BatchStore, run_ids: list[Any], meta: Mapping[str, Any]) -> dict[str, str]:
+    """The lineage of each row copied from the batch ``reuse=`` names, by run id, as that batch's row keeps it (its
+    values were computed there). The row's environment is that batch's: when it differs from this batch's (another
+    commit, another package version) the copied lineage names it itself (``env``, read by
+    ``nbflow._record.lineage.expand``), so it stays true should the reused batch be deleted."""
+    name = state.opts.reuse
+    assert name is not None
+    found = store.row_lineages(name, [r for r in run_ids if isinstance(r, str)])
+    info = store.batch_info(name) if found else None
+    theirs = (info or {}).get("meta", {}).get("environment")
+    if not isinstance(theirs, dict) or theirs == meta.get("environment"):
+        return found
+    out = {}
+    for run_id, text in found.items():
+        try:
+            data = json.loads(text)
+        except ValueError:  # (garbled: copied as it is; reading it says so)
+            out[run_id] = text
+            continue
+        if isinstance(data, dict) and "nodes" in data and "env" not in data:  # (a row copied before keeps its own)
+            data["env"] = theirs
+            text = lineage_json(data)
+        out[run_id] = text
+    return out
 
 
 def _warn_unreadable(store: BatchStore, batch_id: str) -> None:

@@ -62,14 +62,16 @@ def expand(
     row: Mapping[str, Any], code: Mapping[str, str | None] | None, env: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """A batch row's ``compact`` lineage back as a run's (what ``frame`` reads), given the row's per-node code
-    fingerprints and its experiment's environment."""
+    fingerprints and its experiment's environment (or the row's own: a row copied from another batch by ``reuse=``
+    whose environment was not this batch's)."""
     nodes: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     for name, (output, params) in row.get("nodes", {}).items():
         outputs[name] = output
         inputs = [[*p, None, outputs.get(p[1])] if p[2] == "node" else list(p) for p in params]
         nodes[name] = {"code": (code or {}).get(name), "output": output, "inputs": inputs}
-    return {"env": dict(env or {}), "nodes": nodes}
+    own = row.get("env")  # (a row copied from another batch names the environment its values were computed in)
+    return {"env": dict(own if isinstance(own, Mapping) else env or {}), "nodes": nodes}
 
 
 def redacted(data: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:

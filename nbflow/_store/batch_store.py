@@ -59,7 +59,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import partial
 from operator import countOf
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -833,6 +833,21 @@ class BatchStore:
             (batch_id, run_id),
         ).fetchone()
         return None if row is None else (row[0], int(row[1]), row[2])
+
+    def row_lineages(self, batch_id: str, run_ids: Sequence[str]) -> dict[str, str]:
+        """The lineage text stored with the rows of ``batch_id`` that ran ``run_ids``, by run id (rows without one
+        left out)."""
+        found: dict[str, str] = {}
+        for k in range(0, len(run_ids), 500):
+            chunk = run_ids[k : k + 500]
+            found.update(
+                self._db.execute(
+                    "SELECT run_id, lineage FROM batch_rows WHERE batch_id = ? AND lineage IS NOT NULL "
+                    f"AND run_id IN ({','.join('?' * len(chunk))})",
+                    (batch_id, *chunk),
+                )
+            )
+        return found
 
     def stored_lineage(
         self, batch_id: str, run_id: str

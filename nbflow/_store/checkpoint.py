@@ -1148,7 +1148,7 @@ class CheckpointStore:
 
 
 def stored_row_lineage(
-    db: sqlite3.Connection, path: Any, run_id: str, batch_id: str | None = None
+    db: sqlite3.Connection, path: str | os.PathLike[str], run_id: str, batch_id: str | None = None
 ) -> tuple[str | None, dict[str, str | None] | None, dict[str, Any] | None] | None:
     """What a batch store keeps of the lineage of the row that ran ``run_id`` (of ``batch_id``, else of any
     batch): ``(the row's lineage text, its nodes' code versions, its experiment's environment)``, each None when
@@ -1182,7 +1182,7 @@ def stored_row_lineage(
 
 
 def expanded(
-    path: Any, run_id: str, text: str, code: dict[str, str | None] | None, env: dict[str, Any] | None
+    path: str | os.PathLike[str], run_id: str, text: str, code: dict[str, str | None] | None, env: dict[str, Any] | None
 ) -> dict[str, Any]:
     """A batch row's stored lineage (``stored_row_lineage``) as its run's (``nbflow._record.lineage.expand``); a row whose
     lineage could not be made says why (``{"error": ...}``, as a run's)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import warnings
 from pathlib import Path
@@ -287,3 +288,47 @@ def test_a_row_whose_run_was_not_kept_names_what_its_kept_run_would(tmp_path: Pa
     third = none.nbflow.lineage(2).set_index("parameter")
     assert third.loc["d", "kind"] == "input" and third.loc["d", "value"] == "None"
     assert third.loc["a", "data_version"].startswith("v:")
+
+
+@pytest.mark.parametrize("keep", ["none", "all"])
+def test_rows_copied_by_reuse_keep_the_lineage_of_the_batch_that_computed_them(tmp_path: Path, keep: str) -> None:
+    """``reuse=`` copies a row whose nodes did not change into the new batch: its lineage is the reused row's (its
+    values were computed there), in this process, after a restart and after the reused batch is deleted; and the
+    environment it names is that batch's when it differs from the new batch's."""
+    db = tmp_path / "runs.db"
+    flow = _pipe()
+    cases = [{"n": 3}, {"n": 4, "seed": 2}]
+    v1 = flow.batch(cases, store=db, experiment="v1", keep=keep, progress=False)
+    before = [v1.nbflow.lineage(i) for i in range(2)]
+    # v1 as if it had run at another commit: its experiment record names another environment.
+    con = sqlite3.connect(db)
+    meta = json.loads(con.execute("SELECT meta FROM batches WHERE batch_id = 'v1'").fetchone()[0])
+    meta["environment"] = {**meta["environment"], "git": {"commit": "0" * 40, "dirty": False}}
+    with con:
+        con.execute("UPDATE batches SET meta = ? WHERE batch_id = 'v1'", (json.dumps(meta),))
+    con.close()
+
+    v2 = flow.batch([*cases, {"n": 5}], store=db, experiment="v2", reuse="v1", keep=keep, progress=False)
+    assert v2["status"].tolist() == ["succeeded"] * 3
+    assert list(v2["reused"][:2]) == [["raw", "score"]] * 2  # copied whole: nothing ran again
+
+    def same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+        cols = ["node", "parameter", "source", "kind", "value", "data_version", "output_version", "code_version"]
+        pd.testing.assert_frame_equal(a[cols].reset_index(drop=True), b[cols].reset_index(drop=True))
+
+    for i in range(2):
+        same(v2.nbflow.lineage(i), before[i])
+    assert v2.nbflow.lineage(2, "score")["output_version"].notna().all()  # the row that ran in v2
+
+    loaded = nf.load_batch(db, "v2")  # another process's view: the file alone
+    with nf.BatchStore(db) as store:
+        store.delete_batch("v1")
+    reloaded = nf.load_batch(db, "v2")
+    for frame in (loaded, reloaded):
+        for i in range(2):
+            same(frame.nbflow.lineage(i), before[i])
+    # The environment a copied row names is the one its values were computed in (v1's); the new row's is v2's.
+    for frame in (v2, loaded, reloaded):
+        assert frame.nbflow.lineage(0).attrs["environment"]["git"] == {"commit": "0" * 40, "dirty": False}
+        assert frame.nbflow.lineage(2).attrs["environment"]["git"] != {"commit": "0" * 40, "dirty": False}
+        assert frame.nbflow.lineage(2).attrs["environment"]["python"] == before[0].attrs["environment"]["python"]
