@@ -4,7 +4,11 @@ async function nbxGet(path, params = {}) {
   const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
   const r = await fetch(`api/${path}?${q}`, { headers: { "X-Nbflow-Token": NBX_TOKEN }, cache: "no-store" });
   const body = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
-  if (!r.ok) throw new Error(body.error || `${r.status} ${r.statusText}`);
+  if (!r.ok) {
+    const err = new Error(body.error || `${r.status} ${r.statusText}`);
+    err.waiting = Boolean(body.waiting);  // not written yet: the page keeps looking (app.js, nbxLive)
+    throw err;
+  }
   return body;
 }
 const NBX_API = {

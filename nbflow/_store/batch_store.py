@@ -96,6 +96,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BatchStore",
     "KeptOutputs",
+    "NoBatchYet",
     "PreparedRow",
     "StoredRow",
     "UnstorableValue",
@@ -206,6 +207,11 @@ _SIGNED = "__nbflow_signed__"  # a pickle tagged with the writer's store key (nb
 _REDACTED = "__nbflow_redacted__"
 _PLAIN = "__nbflow_plain__"  # code-free tagged JSON (nbflow/_store/plain.py): no code runs on load
 _VALUE = "__nbflow_value__"  # a large cell stored once (schema 4): {_VALUE: its key in nbflow_values}
+
+
+class NoBatchYet(StoreError):
+    """A store opened ``read_only`` holds no batch yet: an empty file, or one a batch is still creating (its tables
+    are made one after another; the viewer waits for them)."""
 
 
 class UnstorableValue(StoreError):
@@ -336,12 +342,15 @@ class BatchStore:
         except sqlite3.Error as exc:
             self._db.close()
             if "no such table" in str(exc):
-                raise StoreError(f"{self.path!r} holds no nbflow batches (no batch written to it yet)") from None
+                raise NoBatchYet(f"{self.path!r} holds no nbflow batches (no batch written to it yet)") from None
             raise store_error(exc, self.path, self.timeout) from None
-        if found is None or found[0] not in (*_READ_AS_IS, str(SCHEMA_VERSION)):
+        if found is None:  # (a batch creating the file writes its schema's version last)
+            self._db.close()
+            raise NoBatchYet(f"{self.path!r} holds no nbflow batches (no batch written to it yet)")
+        if found[0] not in (*_READ_AS_IS, str(SCHEMA_VERSION)):
             self._db.close()
             raise StoreError(
-                f"store {self.path!r} has batch schema version {found[0] if found else '(none)'}; this nbflow reads "
+                f"store {self.path!r} has batch schema version {found[0]}; this nbflow reads "
                 f"versions {', '.join(_READ_AS_IS)} and {SCHEMA_VERSION} read-only (open it once writable to migrate it)"
             )
 

@@ -36,13 +36,13 @@ from nbflow._batch.rows import QUESTION_COLUMNS
 from nbflow._batch.variants import ORDER, variant_labels
 from nbflow._core.errors import BatchError, StoreError
 from nbflow._core.secrets import Redactor, Secret, is_secret_name
-from nbflow._store.batch_store import BatchStore
+from nbflow._store.batch_store import BatchStore, NoBatchYet
 from nbflow._store.checkpoint import peek_run
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COMPARE_LIMIT", "PAGE", "VALUE_CHARS", "FrameSource", "StoreSource", "run_record", "text_of"]
+__all__ = ["COMPARE_LIMIT", "PAGE", "VALUE_CHARS", "FrameSource", "NotYet", "StoreSource", "run_record", "text_of"]
 
 PAGE = 50  # rows a page of the rows table
 VALUE_CHARS = 20_000  # a value's text in a row's details (a huge value is cut, saying how much is left out)
@@ -147,39 +147,77 @@ def _json_path(column: str) -> str:
     return '$."' + column.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-class StoreSource:
-    """The pages of one or more batch stores, opened read-only. ``close()`` when done."""
+class NotYet(StoreError):
+    """What a page asks for is not in the store yet: the store's file (no batch has written it), an experiment, a
+    row. The viewer's page says so and shows it once a batch writes it (it keeps asking)."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+
+class StoreSource:
+    """The pages of one or more batch stores, opened read-only. ``close()`` when done.
+
+    ``wait=True`` (``nbflow view``): a store that is not there yet (no file, or a file a batch is still creating)
+    is opened when a page asks for it; until then its pages raise ``NotYet``. A file that is there but is not a
+    readable store, or a path whose folder does not exist (no batch can write it there), is a StoreError at once.
+    ``wait=False`` (``nbflow report``): every store must be there.
+    """
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, wait: bool = False) -> None:
         if not paths:
             raise StoreError("give at least one store file (the path a batch was run with: store=...)")
-        self.stores: list[BatchStore] = []
+        self.paths = [os.fspath(p) for p in paths]
+        self.stores: list[BatchStore | None] = [None] * len(self.paths)
+        names = [os.path.basename(p) for p in self.paths]
+        self.labels = [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
+        self._graphs: dict[str, str | None] = {}
         try:
-            for p in paths:
-                if not os.path.isfile(os.fspath(p)):
-                    raise StoreError(f"no store at {os.fspath(p)!r}; give the path a batch was run with (store=...)")
-                self.stores.append(BatchStore(p, read_only=True))
+            for number, path in enumerate(self.paths):
+                folder = os.path.dirname(os.path.abspath(path))
+                if os.path.isfile(path):
+                    try:
+                        self.stores[number] = BatchStore(path, read_only=True)
+                    except NoBatchYet:
+                        if not wait:
+                            raise
+                elif not wait or not os.path.isdir(folder) or os.path.isdir(path):
+                    where = "" if os.path.isdir(folder) else f" (there is no folder {folder!r})"
+                    where = f" ({path!r} is a folder)" if os.path.isdir(path) else where
+                    raise StoreError(f"no store at {path!r}{where}; give the path a batch was run with (store=...)")
         except BaseException:
             self.close()
             raise
-        names = [os.path.basename(s.path) for s in self.stores]
-        self.labels = [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
-        self._graphs: dict[str, str | None] = {}
+
+    def store(self, number: int) -> BatchStore:
+        """Store ``number``, opened on first use; ``NotYet`` while it has no file or no batch yet."""
+        found = self.stores[number]
+        if found is not None:
+            return found
+        path, label = self.paths[number], self.labels[number]
+        if not os.path.isfile(path):
+            raise NotYet(f"no store at {label!r} yet (no batch has written it)")
+        try:
+            found = BatchStore(path, read_only=True)
+        except NoBatchYet:
+            raise NotYet(f"{label!r} holds no experiment yet (a batch is creating it, or has not started)") from None
+        except StoreError as exc:  # (a garbled file says so; only its name reaches the page, never its folder)
+            raise StoreError(str(exc).replace(path, label)) from None
+        self.stores[number] = found
+        return found
 
     def close(self) -> None:
         for s in self.stores:
-            s.close()
+            if s is not None:
+                s.close()
 
     # --- ids ---------------------------------------------------------------------------------------
     def _find(self, eid: str) -> tuple[BatchStore, str, dict[str, Any]]:
         number, _, batch_id = str(eid).partition(":")
         try:
-            store = self.stores[int(number)]
+            store = self.store(int(number))
         except (ValueError, IndexError):
             raise StoreError(f"no experiment {eid!r} (ids are '<store number>:<batch id>')") from None
         info = store.batch_info(batch_id)
         if info is None:
-            raise StoreError(f"no experiment {eid!r} in {self.labels[int(number)]}")
+            raise NotYet(f"no experiment {eid!r} in {self.labels[int(number)]} yet")
         return store, batch_id, info
 
     # --- pages -------------------------------------------------------------------------------------
@@ -188,7 +226,13 @@ class StoreSource:
         from nbflow._batch.experiments import experiments
 
         out = []
-        for number, store in enumerate(self.stores):
+        waiting = []
+        for number in range(len(self.paths)):
+            try:
+                store = self.store(number)
+            except NotYet as exc:
+                waiting.append(str(exc))
+                continue
             frame = experiments(store)
             for rec in frame.to_dict("records"):
                 info = store.batch_info(rec["batch_id"]) or {}
@@ -213,7 +257,7 @@ class StoreSource:
                         "stopped": text_of(rec["stopped"], 300) if rec["stopped"] else "",
                     }
                 )
-        return {"stores": self.labels, "experiments": out}
+        return {"stores": self.labels, "experiments": out, "waiting": waiting}
 
     def experiment(self, eid: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One experiment: summary, progress per variant, and one page of rows for ``query``."""
@@ -346,7 +390,9 @@ class StoreSource:
             batch_id, where=[("row_index = ?", (int(index),))], order="finished_at DESC", limit=1
         )
         if not found:
-            raise StoreError(f"experiment {eid!r} has no finished row {index}")
+            if meta.get("finished_at") or not 0 <= int(index) < int(info["n_rows"]):
+                raise StoreError(f"experiment {eid!r} has no finished row {index}")
+            raise NotYet(f"row {index} of experiment {eid!r} has not finished yet")
         r = found[0]
         record = peek_run(store._db, r.run_id) if r.run_id else None
         detail = run_record(record["nodes"], record["questions"]) if record else {"nodes": [], "questions": []}
@@ -391,9 +437,20 @@ class StoreSource:
         return compare_frames(frame_a, _load(store_b, id_b, limit=COMPARE_LIMIT))
 
     def version(self) -> list[int]:
-        """Changes when any store is written (``PRAGMA data_version`` + row counts): a page refreshes then."""
+        """Changes when any store is written (``PRAGMA data_version`` + row counts): a page refreshes then. A store
+        not opened yet (no file, a file a batch is creating, one that cannot be read) counts by its file's size and
+        time, and is opened here once it can be: a page waiting for it then refreshes."""
         out = []
-        for s in self.stores:
+        for number, path in enumerate(self.paths):
+            try:
+                s = self.store(number)
+            except StoreError:
+                try:
+                    st = os.stat(path)
+                    out += [-1, st.st_size, st.st_mtime_ns]
+                except OSError:
+                    out += [-1, -1, -1]
+                continue
             out.append(int(s._db.execute("PRAGMA data_version").fetchone()[0]))
             out.append(int(s._db.execute("SELECT COUNT(*) FROM batch_rows").fetchone()[0]))
         return out

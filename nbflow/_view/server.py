@@ -12,7 +12,11 @@ install and no event loop of its own. What it does:
 - read-only: stores are opened ``mode=ro`` (``nbflow/_view/data.py``); GET and HEAD only (others: 405);
 - the page sends no request elsewhere (Content-Security-Policy ``default-src 'none'``, ``connect-src 'self'``),
   and every answer carries ``X-Content-Type-Options: nosniff`` and ``Cache-Control: no-store``;
-- errors come back as JSON ``{"error": ...}`` naming what was wrong (never a traceback).
+- errors come back as JSON ``{"error": ...}`` naming what was wrong (never a traceback); what is not written yet
+  (a store file no batch has made, an experiment or a row a running batch has not reached) is a 404 with
+  ``"waiting": true``: the page says so and shows it once written (``api/version`` changes then, a missing
+  file's included). A store file need not exist when the viewer starts (its folder must): viewing never
+  creates it.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class Viewer:
         from nbflow._front import asset, page
         from nbflow._view.data import StoreSource
 
-        self.source = StoreSource(paths)
+        self.source = StoreSource(paths, wait=True)
         self.token = secrets.token_urlsafe(24)
         self.lock = threading.Lock()  # one SQLite connection per store, used by one request at a time
         self.html = page("nbflow view", asset("server.js")).encode("utf-8")
@@ -189,8 +193,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not parts.path.startswith("/api/"):
             self._json(404, {"error": f"no page {parts.path}"})
             return
+        from nbflow._view.data import NotYet
+
         try:
             data = self.viewer.answer(parts.path[len("/api/") :], query)
+        except NotYet as exc:  # not written yet: the page says so and asks again as the store changes
+            self._json(404, {"error": str(exc), "waiting": True})
         except _BadRequest as exc:
             self._json(400, {"error": str(exc)})
         except _NotFound as exc:
@@ -223,8 +231,12 @@ def serve(
             stacklevel=2,
         )
     viewer = Viewer(paths, host, port)
-    print(f"nbflow view: {len(viewer.source.stores)} store(s) at {viewer.url}", flush=True)
+    print(f"nbflow view: {len(viewer.source.paths)} store(s) at {viewer.url}", flush=True)
     print("(read-only; Ctrl-C stops it)", flush=True)
+    for path, store in zip(viewer.source.paths, viewer.source.stores, strict=True):
+        if store is None:  # (served all the same: a page waits for it, e.g. opened before the batch starts)
+            state = "holds no batch yet" if os.path.isfile(path) else "does not exist yet"
+            print(f"nbflow view: {path} {state}: waiting for a batch to write it", flush=True)
     if browser:
         import webbrowser
 

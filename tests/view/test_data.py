@@ -210,3 +210,32 @@ def test_a_running_batch_is_counted_by_sqlite_without_reading_its_rows(runs_db: 
     assert v1["running"]
     assert (v1["succeeded"], v1["failed"], v1["paused"]) == (11, 2, 3)
     assert nf.experiments(db).set_index("experiment").loc["v1", "failed"] == 2
+
+
+def test_the_viewer_waits_for_a_store_a_report_needs_at_once(tmp_path: Path) -> None:
+    """A file a batch is creating (empty here) is waited for by the viewer (``wait=True``: its pages raise NotYet
+    until a batch is in it) and refused by a report; a folder, or a path in a missing folder, is never waited for."""
+    from nbflow._view.data import NotYet
+
+    db = tmp_path / "new.db"
+    db.touch()
+    with pytest.raises(nf.StoreError, match="no nbflow batches"):
+        StoreSource([db])
+    for path, said in ((tmp_path, "is a folder"), (tmp_path / "nope" / "new.db", "no folder")):
+        with pytest.raises(nf.StoreError, match=said):
+            StoreSource([path], wait=True)
+    src = StoreSource([db], wait=True)
+    try:
+        assert src.stores == [None]
+        with pytest.raises(NotYet, match=r"'new\.db' holds no experiment yet"):
+            src.experiment("0:x")
+        nf.BatchStore(db).close()  # its tables made, no batch in it yet
+        assert src.experiments() == {"stores": ["new.db"], "experiments": [], "waiting": []}
+        with pytest.raises(NotYet, match=r"no experiment '0:x' in new\.db yet"):
+            src.experiment("0:x")
+        with pytest.raises(nf.StoreError, match="no experiment") as found:
+            src.experiment("x")
+        assert not isinstance(found.value, NotYet)  # not an id at all: an error, not something to wait for
+    finally:
+        src.close()
+    assert db.stat().st_size > 0 and not (tmp_path / "nope").exists()

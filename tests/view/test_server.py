@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,8 +59,10 @@ def test_the_api_pages_and_their_errors(runs_db: Path) -> None:
         assert status == 200 and "v2 vs v1" in json.loads(body)["summary"]
         status, body = _get(f"{base}/compare?a=0:v1&va=terse&vb=plain", headers=h)
         assert status == 200 and "plain vs terse" in json.loads(body)["summary"]
-        status, body = _get(f"{base}/row?id=0:nope&index=0", headers=h)
-        assert status == 400 and "no experiment" in json.loads(body)["error"]
+        status, body = _get(f"{base}/row?id=0:nope&index=0", headers=h)  # (a batch may record it yet)
+        assert status == 404 and "no experiment" in json.loads(body)["error"] and json.loads(body)["waiting"]
+        status, body = _get(f"{base}/row?id=0:v1&index=15", headers=h)  # v1 has ended with 15 rows
+        assert status == 400 and "no finished row 15" in json.loads(body)["error"] and "waiting" not in json.loads(body)
         status, body = _get(f"{base}/row?id=0:v1&index=x", headers=h)
         assert status == 400 and "row number" in json.loads(body)["error"]
         status, body = _get(f"{base}/whatever", headers=h)
@@ -168,11 +171,117 @@ def test_the_command_prints_the_url_and_serves_until_stopped(runs_db: Path) -> N
         proc.wait(10)
 
 
-def test_the_command_refuses_a_missing_store(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "nbflow", "view", str(tmp_path / "nope.db"), "--no-browser"],
-        capture_output=True,
+def test_the_command_refuses_a_store_in_a_missing_folder_or_a_garbled_file(tmp_path: Path) -> None:
+    """No batch can write a store in a folder that does not exist, and a file that is not a store will not become
+    one: both are refused at once (exit 2, naming the path), not waited for."""
+    (tmp_path / "garbled.db").write_text("not a database, not a store")
+    for path, said in ((tmp_path / "nope" / "runs.db", "no folder"), (tmp_path / "garbled.db", "not a readable")):
+        done = subprocess.run(
+            [sys.executable, "-m", "nbflow", "view", str(path), "--no-browser"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert said in done.stderr and path.name in done.stderr, done.stderr
+    assert not (tmp_path / "nope").exists()
+
+
+def _api(viewer: Viewer, page: str) -> tuple[int, dict[str, Any]]:
+    status, body = _get(f"http://127.0.0.1:{viewer.port}/api/{page}", headers={"X-Nbflow-Token": viewer.token})
+    return status, json.loads(body)
+
+
+def _live_batch(db: Path, experiment: str = "live") -> None:
+    import nbflow as nf
+
+    flow = nf.Flow("later")
+
+    @flow.node
+    def work(x: int) -> int:
+        return x
+
+    flow.batch([{"x": i} for i in range(3)], store=db, experiment=experiment, progress=False)
+
+
+def test_a_store_not_written_yet_is_waited_for_and_never_created(tmp_path: Path) -> None:
+    """The viewer started before the batch: its version page answers (and changes once the batch writes the file),
+    its pages say "not written yet" (404, waiting) - a file being created, with no table or no schema version yet,
+    included - and show the store once written. Viewing creates no file."""
+    import sqlite3
+
+    db = tmp_path / "live.db"
+    viewer = Viewer([db]).start()
+    try:
+        status, first = _api(viewer, "version")
+        assert status == 200
+        status, listed = _api(viewer, "experiments")
+        assert status == 200 and listed["experiments"] == [] and "no store at 'live.db' yet" in listed["waiting"][0]
+        for page in ("experiment?id=0:live", "row?id=0:live&index=0", "compare?a=0:live&b=0:live"):
+            status, answer = _api(viewer, page)
+            assert status == 404 and answer["waiting"] is True and "live.db" in answer["error"], answer
+            assert str(tmp_path) not in answer["error"]  # only the file's name, never its folder
+        assert _api(viewer, "version") == (200, first)
+        assert not db.exists()
+
+        db.touch()  # the states a batch creating its store passes through: an empty file, ...
+        assert _api(viewer, "version")[1] != first
+        assert "holds no experiment yet" in _api(viewer, "experiments")[1]["waiting"][0]
+        with sqlite3.connect(db) as con:  # ... its first table, without the schema's version
+            con.execute("CREATE TABLE nbflow_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        con.close()
+        status, answer = _api(viewer, "experiment?id=0:live")
+        assert status == 404 and answer["waiting"] is True and "holds no experiment yet" in answer["error"]
+        before = _api(viewer, "version")[1]
+
+        _live_batch(db)
+        assert _api(viewer, "version")[1] != before
+        status, listed = _api(viewer, "experiments")
+        assert status == 200 and [e["name"] for e in listed["experiments"]] == ["live"] and not listed["waiting"]
+        status, exp = _api(viewer, "experiment?id=0:live")
+        assert status == 200 and exp["page"]["total"] == 3
+        assert _api(viewer, "row?id=0:live&index=2")[0] == 200
+    finally:
+        viewer.stop()
+
+
+def test_a_store_garbled_after_the_viewer_started_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "live.db"
+    viewer = Viewer([db]).start()
+    try:
+        db.write_text("not a database, not a store")
+        for page in ("experiments", "experiment?id=0:live"):
+            status, answer = _api(viewer, page)
+            assert status == 400 and "'live.db' is not a readable nbflow store" in answer["error"], answer
+            assert "waiting" not in answer and str(tmp_path) not in answer["error"]
+        assert _api(viewer, "version")[0] == 200
+    finally:
+        viewer.stop()
+
+
+def test_the_command_on_a_store_not_written_yet_says_it_waits_and_serves(tmp_path: Path) -> None:
+    """`nbflow view runs.db` before the batch runs: it says the file does not exist yet and that it waits for it,
+    serves at once (it never hangs on the file), and the page lists the experiment once a batch writes it."""
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbflow", "view", str(db), "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
     )
-    assert done.returncode == 2 and "no store at" in done.stderr
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split(" at ", 1)[1].strip()
+        proc.stdout.readline()  # (read-only; Ctrl-C stops it)
+        said = proc.stdout.readline()
+        assert said.strip() == f"nbflow view: {db} does not exist yet: waiting for a batch to write it", said
+        base, token = url.split("/?token=")
+        status, body = _get(f"{base}/api/experiments?token={token}")
+        assert status == 200 and json.loads(body)["experiments"] == []
+        assert not db.exists()
+        _live_batch(db)
+        status, body = _get(f"{base}/api/experiments?token={token}")
+        assert [e["name"] for e in json.loads(body)["experiments"]] == ["live"]
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -5,10 +5,10 @@ and a hostile store whose text runs nothing. Screenshots go to tests/artifacts/.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +18,7 @@ import pytest
 
 from nbflow._view.report import report_store
 from nbflow._view.server import Viewer
-from tests.helpers.browser import ARGS, CHROMIUM, axe_serious, require, shot_folders
+from tests.helpers.browser import ARGS, CHROMIUM, ROOT, axe_serious, require, shot_folders
 from tests.view.conftest import digest, hostile_store
 
 pytestmark = pytest.mark.browser
@@ -182,18 +182,6 @@ def test_viewer_pages_in_the_systems_dark_mode(runs_db: Path) -> None:
         viewer.stop()
 
 
-def _has_experiment(db: Path, name: str) -> bool:
-    """Whether the store at ``db`` lists experiment ``name`` yet (read as a viewer reads it)."""
-    import nbflow as nf
-
-    if not db.exists() or db.stat().st_size == 0:
-        return False
-    try:
-        return name in set(nf.experiments(db)["experiment"])
-    except nf.StoreError:  # (its schema half-written by the batch that is creating it)
-        return False
-
-
 def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     require()
     from playwright.sync_api import expect
@@ -213,12 +201,8 @@ def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     )
     writer = subprocess.Popen([sys.executable, "-c", script])
     try:
-        # Opened once the experiment is recorded: the file exists ~1 s before (the batch opens its store, then
-        # prepares its rows and records the experiment), and a page opened on a name not there yet says so.
-        deadline = time.monotonic() + 60
-        while not _has_experiment(db, "live"):
-            assert time.monotonic() < deadline and writer.poll() is None
-            time.sleep(0.1)
+        # Opened at once: the store's file may not exist yet, nor its experiment (recorded ~1 s after the file
+        # appears); the page says so and shows the experiment once it is recorded.
         viewer = Viewer([db]).start()
         try:
             with _page() as page:
@@ -233,6 +217,141 @@ def test_viewer_page_follows_a_batch_being_written(tmp_path: Path) -> None:
     finally:
         writer.kill()
         writer.wait()
+
+
+def _gated_batch(db: Path, gate: Path) -> subprocess.Popen[bytes]:
+    """A batch of 12 rows writing experiment "live" to ``db`` from another process (nbflow from this tree): rows
+    0-3 finish at once, the others once the file ``gate`` exists (so a test sees it running, then finished)."""
+    script = textwrap.dedent(
+        f"""
+        import os, time, nbflow as nf
+        flow = nf.Flow("gated")
+        @flow.node
+        def work(x: int) -> int:
+            while x >= 4 and not os.path.exists({str(gate)!r}):
+                time.sleep(0.02)
+            return x
+        flow.batch([{{"x": i}} for i in range(12)], store={str(db)!r}, experiment="live", concurrency=1,
+                   progress=False)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", script], env=env)
+
+
+# api/version requests the page made so far; a MutationObserver counting changes of the page's content
+LOOKS = "() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/version')).length"
+COUNT_CHANGES = """() => { window.nbxChanges = 0; new MutationObserver((m) => { window.nbxChanges += m.length; })
+  .observe(document.getElementById("nbx-app"), { subtree: true, childList: true, characterData: true, attributes: true }); }"""
+
+
+def _still_while_it_looks(page: Any, looks: int = 3) -> None:
+    """The page asks the server for the store's version ``looks`` more times and its content does not change."""
+    seen = page.evaluate(LOOKS)
+    page.evaluate(COUNT_CHANGES)
+    page.wait_for_function(f"() => ({LOOKS})() >= {seen + looks}", timeout=20_000)
+    assert page.evaluate("() => window.nbxChanges") == 0
+
+
+def test_pages_opened_before_the_store_exists_show_it_once_a_batch_writes_it(tmp_path: Path) -> None:
+    """`nbflow view` on a store file no batch has written yet: the list, an experiment's page and a row's page say
+    so (a status, not an error), keep still while they wait, create no file, and each shows its data by itself once
+    a batch writes the store: the row page through 'no store', 'no experiment' and 'row not finished yet'."""
+    require()
+    from playwright.sync_api import expect
+
+    db, gate = tmp_path / "live.db", tmp_path / "go"
+    viewer = Viewer([db]).start()
+    writer = None
+    try:
+        with _page() as page:
+            problems = _watch(page)
+            pages = {"list": "", "experiment": "#/e/0%3Alive", "row": "#/r/0%3Alive/8"}
+            opened = {}
+            for name, route in pages.items():
+                opened[name] = page if not opened else page.context.new_page()
+                opened[name].goto(viewer.url + route)
+                waiting = opened[name].locator("#nbx-app [role=status].nbx-waiting")
+                expect(waiting).to_contain_text("no store at 'live.db' yet", **WAIT)
+            assert page.locator("#nbx-app [role=alert]").count() == 0  # not written yet is no error
+            _shot(page, "viewer_waiting.png")
+            _still_while_it_looks(opened["row"])
+            assert not db.exists()  # viewing created no file
+
+            writer = _gated_batch(db, gate)
+            row = opened["row"]
+            expect(row.locator(".nbx-waiting")).to_contain_text("row 8 of experiment '0:live' has not finished", **WAIT)
+            expect(opened["experiment"].locator("h1 .nbx-s-running")).to_contain_text("4 of 12 rows finished", **WAIT)
+            expect(page.locator("table.nbx-experiments tbody tr")).to_have_count(1, **WAIT)
+            expect(page.locator("table.nbx-experiments")).to_contain_text("live")
+            expect(page.locator(".nbx-waiting")).to_have_count(0)
+            gate.touch()
+            expect(row.locator(".nbx-detail h1")).to_contain_text("row 8", **WAIT)
+            expect(row.locator(".nbx-detail h1")).to_contain_text("succeeded")
+            expect(opened["experiment"].locator(".nbx-range")).to_have_text("1–12 of 12", **WAIT)
+            assert writer.wait(60) == 0
+            assert not problems, problems
+    finally:
+        viewer.stop()
+        if writer is not None:
+            writer.kill()
+            writer.wait()
+
+
+def test_an_experiment_opened_before_its_batch_starts_shows_it_keeping_the_readers_place(
+    tmp_path: Path,
+) -> None:
+    """The viewer's known dead end: an experiment's page opened (from its link) before its batch records it said
+    'no experiment' for good. Now it waits and shows it, and redrawing it as rows arrive keeps what the reader is
+    at: the list's filter and its focus, the text being typed in the rows' search box (not yet applied)."""
+    require()
+    from playwright.sync_api import expect
+
+    import nbflow as nf
+
+    db, gate = tmp_path / "live.db", tmp_path / "go"
+    flow = nf.Flow("before")
+
+    @flow.node
+    def work(x: int) -> int:
+        return x
+
+    flow.batch([{"x": 1}], store=db, experiment="older", progress=False)
+    viewer = Viewer([db]).start()
+    writer = None
+    try:
+        with _page() as page:
+            problems = _watch(page)
+            page.goto(viewer.url + "#/e/0%3Alive")
+            expect(page.locator(".nbx-waiting")).to_contain_text("no experiment '0:live' in live.db yet", **WAIT)
+            _still_while_it_looks(page)
+            listing = page.context.new_page()
+            listing.goto(viewer.url)
+            expect(listing.locator("table.nbx-experiments tbody tr")).to_have_count(1, **WAIT)
+            listing.locator(".nbx-filter").press_sequentially("l")  # both "older" and "live" hold an l
+
+            writer = _gated_batch(db, gate)
+            heading = page.locator("h1 .nbx-s-running")
+            expect(heading).to_contain_text("4 of 12 rows finished", **WAIT)
+            expect(page.locator("#nbx-app [role=alert]")).to_have_count(0)
+            page.locator(".nbx-search").press_sequentially("zz")  # typed, not applied (no Enter)
+            expect(listing.locator("table.nbx-experiments tbody tr")).to_have_count(2, **WAIT)
+            gate.touch()
+            expect(page.locator(".nbx-range")).to_have_text("1–12 of 12", **WAIT)  # drawn anew as rows came
+            expect(heading).to_have_count(0, **WAIT)  # the batch ended
+            expect(page.locator(".nbx-search")).to_be_focused()
+            expect(page.locator(".nbx-search")).to_have_value("zz")
+            listing.bring_to_front()
+            expect(listing.locator(".nbx-filter")).to_be_focused()
+            expect(listing.locator(".nbx-filter")).to_have_value("l")
+            assert writer.wait(60) == 0
+            # (the browser logs each answer "not written yet", a 404 with "waiting": true, as a failed load)
+            assert not [p for p in problems if "status of 404" not in p], problems
+    finally:
+        viewer.stop()
+        if writer is not None:
+            writer.kill()
+            writer.wait()
 
 
 def test_report_from_disk_with_the_network_off(runs_db: Path, tmp_path: Path) -> None:
