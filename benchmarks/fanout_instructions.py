@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 
 def child(mode: str, n: int, runs: int, wait: float) -> None:
@@ -39,22 +40,22 @@ def child(mode: str, n: int, runs: int, wait: float) -> None:
                 await asyncio.sleep(wait)
                 return source
 
-            flow.node(branch, name=name)
-        space: dict[str, object] = {}
+            flow.node(name=name)(branch)
+        space: dict[str, Any] = {}
         exec("async def sink(" + ", ".join(names) + "):\n    return 0", space)
-        flow.node(space["sink"], name="sink")
+        flow.node(name="sink")(space["sink"])
 
         async def one() -> None:
             await flow.arun(x=1)
 
     else:
 
-        async def branch(x: int) -> int:
+        async def waits(x: int) -> int:
             await asyncio.sleep(wait)
             return x
 
         async def one() -> None:
-            await asyncio.gather(*(branch(1) for _ in range(n)))
+            await asyncio.gather(*(waits(1) for _ in range(n)))
 
     async def main() -> None:
         await one()
