@@ -696,7 +696,8 @@ class _BatchBar:
 # --- nbflow show -----------------------------------------------------------------------------------
 def _existing(store: str) -> str:
     if not os.path.isfile(store):
-        raise CliError(f"no store at {store!r}: the file does not exist (check the path)")
+        why = "it is a folder: give the store file in it" if os.path.isdir(store) else "the file does not exist"
+        raise CliError(f"no store at {store!r}: {why} (check the path)")
     return store
 
 

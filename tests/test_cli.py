@@ -351,7 +351,8 @@ def test_the_progress_bar_on_a_terminal(project: Path) -> None:
         (("batch", "flows:flow", "c.csv", "--resume"), "--resume needs --store"),
         (("batch", "flows:flow", "c.csv", "-o", "out.xlsx"), "-o 'out.xlsx': unknown format"),
         (("batch", "flows:flow", "c.csv", "--concurrency", "x"), "argument --concurrency: invalid int value: 'x'"),
-        (("show", "nowhere.db"), "no store at 'nowhere.db'"),
+        (("show", "nowhere.db"), "no store at 'nowhere.db': the file does not exist"),
+        (("show", "."), "no store at '.': it is a folder: give the store file in it"),
         (("resume", "nowhere.db", "abc", "--answer", "y"), "no store at 'nowhere.db'"),
     ],
 )
