@@ -101,7 +101,7 @@ def reuse_rows(
         if changed_by:
             raise StoreError(
                 f"{where}: {rerun} stored rows were computed by another version of {_nodes(changed_by)} "
-                f"(code, declaration or the globals it reads changed); resume='strict' refuses to mix them. "
+                f"(code, declaration, globals or closure settings changed); resume='strict' refuses to mix them. "
                 f"Pass resume=True to re-run exactly those rows, or restore the nodes' code"
             )
         raise StoreError(
@@ -119,7 +119,7 @@ def reuse_rows(
         edited = Counter({n: k for n, k in changed_by.items() if n not in added})
         new = Counter({n: k for n, k in changed_by.items() if n in added})
         why = (
-            [f"{_nodes(edited)} changed since they were stored (code, declaration or the globals it reads)"]
+            [f"{_nodes(edited)} changed since they were stored (code, declaration, globals or closure settings)"]
             if edited
             else []
         )

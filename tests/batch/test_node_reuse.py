@@ -404,3 +404,46 @@ def test_rows_with_a_column_named_reused_keep_their_values(tmp_path):
     assert again["reused"].tolist() == ["mine-0", "mine-1", "mine-2"]
     assert again["score"].tolist() == [0.5] * 3
     assert again.nbflow.run(0).nodes["answer"].cached  # the run records still say what was reused
+
+
+def test_a_scorer_factorys_changed_setting_re_scores_on_reuse_and_resume(tmp_path):
+    """A ready-made scorer keeps its settings (``tolerance=``, ``pattern``) in its function's closure: changing
+    one is editing the scorer. Before, the closure was no part of the fingerprint: reuse= and resume=True fed
+    the stored False to both scores (silently stale numbers) although the new settings say True."""
+    from nbflow import scorers
+
+    db = tmp_path / "runs.db"
+    calls: list[str] = []
+
+    def make(tolerance: float, pattern: str) -> nf.Flow:
+        flow = nf.Flow("settings")
+
+        @flow.node
+        def answer(question: str) -> str:
+            calls.append(question)
+            return "about 10.4"
+
+        scorers.numeric(flow, output="answer", target="expected", tolerance=tolerance)
+        scorers.regex(flow, pattern, output="answer")
+        return flow
+
+    cases = [{"question": "q0", "expected": 10}, {"question": "q1", "expected": 12}]
+    first = make(0.01, "^x").batch(cases, store=db, experiment="strict", progress=False)
+    assert first["numeric"].tolist() == [False, False] and first["regex"].tolist() == [False, False]
+    assert len(calls) == 2
+
+    with pytest.warns(nf.NbflowWarning, match=r"nodes 'numeric' \(2 rows\), 'regex' \(2 rows\) changed"):
+        loose = make(1.0, "about").batch(cases, store=db, experiment="loose", reuse="strict", progress=False)
+    assert loose["numeric"].tolist() == [True, False]  # 10.4 is within 1.0 of 10, not of 12
+    assert loose["regex"].tolist() == [True, True]
+    assert loose["reused"].tolist() == [["answer"], ["answer"]] and len(calls) == 2  # no model call
+
+    with pytest.warns(nf.NbflowWarning, match=r"'numeric' \(2 rows\), 'regex' \(2 rows\) changed"):
+        resumed = make(1.0, "about").batch(cases, store=db, experiment="strict", resume=True, progress=False)
+    assert resumed["numeric"].tolist() == [True, False] and resumed["regex"].tolist() == [True, True]
+    assert len(calls) == 2
+    assert nf.load_batch(db, "strict")["numeric"].tolist() == [True, False]
+
+    # the same settings again: nothing changed, every row is taken whole
+    same = make(1.0, "about").batch(cases, store=db, experiment="same", reuse="loose", progress=False)
+    assert same["reused"].tolist() == [["answer", "numeric", "regex"]] * 2 and len(calls) == 2
