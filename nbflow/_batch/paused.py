@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbflow._batch.experiments import refresh_experiment
 from nbflow._batch.rows import QUESTION_COLUMNS, outcome
 from nbflow._batch.runs import FrameRuns, RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning, ResumeConflictError, RunInterrupted
@@ -173,6 +174,7 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
                 fingerprint=fingerprint,
                 lineage=row_lineage(run),
             )
+        refresh_experiment(store, frame.attrs["batch_id"])
 
 
 def arm_expiry(flow: Flow, frame: pd.DataFrame) -> threading.Timer | None:

@@ -162,3 +162,37 @@ def test_an_answer_is_in_the_store_before_the_row_resumes(tmp_path: Path) -> Non
     flow.answer(df, {0: "yes"})
     assert seen == ["{'review#0': 'yes'}"] and df.loc[0, "publish"] == "yes"
     assert nf.load_run(db, str(df.loc[0, "run_id"])).status is nf.RunStatus.SUCCEEDED
+
+
+def test_answers_update_the_experiments_counts_and_summary(tmp_path: Path) -> None:
+    """Before, the experiment record kept the counts and per-variant summary of the batch's end: with every
+    paused row answered (in a new process), nf.experiments still said 1 succeeded and 2 not finished, and the
+    viewer's summary still counted 2 paused rows and no score of theirs."""
+    db = _batch(tmp_path)
+    cols = ["rows", "succeeded", "failed", "not_finished"]
+    assert nf.experiments(db)[cols].values.tolist() == [[3, 1, 0, 2]]
+    _run(
+        tmp_path,
+        f"""
+        import nbflow as nf
+        from approve_loaded import flow
+        df = nf.load_batch({str(db)!r}, "review")
+        flow.answer(df, {{1: "approve"}})
+        """,
+    )
+    assert nf.experiments(db)[cols].values.tolist() == [[3, 2, 0, 1]]
+    _run(
+        tmp_path,
+        f"""
+        import nbflow as nf
+        from approve_loaded import flow
+        df = nf.load_batch({str(db)!r}, "review")
+        flow.answer(df, {{2: "reject"}})
+        """,
+    )
+    assert nf.experiments(db)[cols].values.tolist() == [[3, 3, 0, 0]]
+    with nf.BatchStore(db) as store:
+        meta = store.batch_info("review")["meta"]
+    assert {k: v for k, v in meta["counts"].items() if v} == {"succeeded": 3}
+    (summary,) = meta["summary"]
+    assert (summary["rows"], summary["succeeded"], summary["not_finished"]) == (3, 3, 0)
