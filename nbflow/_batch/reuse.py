@@ -75,7 +75,11 @@ def reuse_rows(
         if old is None or old.status not in FINISHED:
             todo.append(i)
             continue
-        retry = opts.retry_failed and old.status == "failed"
+        # A row paused in the batch named by reuse= asks again here, in a run of its own: taken whole, it would share
+        # that batch's paused run (an answer given here would resume the other batch's row).
+        retry = (opts.retry_failed and old.status == "failed") or (
+            old.status == "paused" and own.get(old.key) is not old
+        )
         if old.fingerprints is None:
             if retry:
                 todo.append(i)

@@ -447,3 +447,46 @@ def test_a_scorer_factorys_changed_setting_re_scores_on_reuse_and_resume(tmp_pat
     # the same settings again: nothing changed, every row is taken whole
     same = make(1.0, "about").batch(cases, store=db, experiment="same", reuse="loose", progress=False)
     assert same["reused"].tolist() == [["answer", "numeric", "regex"]] * 2 and len(calls) == 2
+
+
+def test_a_paused_row_of_the_reused_batch_asks_again_in_the_new_one(tmp_path):
+    """Before, a row paused in batch A was copied whole into batch B by reuse="A", sharing A's paused run:
+    answering B's row resumed A's run (A's stored run then held B's answer while A's row still said paused), and
+    answering A's row afterwards raised a raw ResumeConflictError from the task group. Now B's row runs again
+    from its paused node, fed what ran before it (no model call), and is paused in a run of its own."""
+    db = tmp_path / "runs.db"
+    drafted: list[str] = []
+    flow = nf.Flow("review_reused")
+
+    @flow.node
+    def draft(topic: str) -> str:
+        drafted.append(topic)  # (the model call)
+        return f"a post about {topic}"
+
+    @flow.node
+    async def verdict(draft: str, topic: str) -> str:
+        if topic.startswith("auto"):
+            return "approve"
+        return await nf.ask(f"Publish {draft!r}?", options=["approve", "reject"])
+
+    rows = [{"topic": t} for t in ("auto-1", "tea", "coffee")]
+    a = flow.batch(rows, store=db, experiment="A", progress=False)
+    assert a["status"].tolist() == ["succeeded", "paused", "paused"] and len(drafted) == 3
+
+    b = flow.batch(rows, store=db, experiment="B", reuse="A", progress=False)
+    assert b["status"].tolist() == ["succeeded", "paused", "paused"]
+    assert len(drafted) == 3  # fed the stored drafts: no model call
+    assert b["reused"].tolist() == [["draft", "verdict"], ["draft"], ["draft"]]
+    assert b["run_id"][0] == a["run_id"][0]  # the finished row is copied whole
+    assert set(b["run_id"][1:]).isdisjoint(a["run_id"])  # the paused ones have runs of their own
+
+    flow.answer(b, {1: "approve", 2: "reject"})
+    assert b["verdict"].tolist() == ["approve", "approve", "reject"]
+    assert nf.load_batch(db, "A")["status"].tolist() == ["succeeded", "paused", "paused"]  # A untouched
+    assert nf.load_run(db, str(a["run_id"][1])).status.name == "PAUSED"
+
+    again = nf.load_batch(db, "A")
+    flow.answer(again, {1: "reject", 2: "reject"})
+    assert again["verdict"].tolist() == ["approve", "reject", "reject"]
+    assert nf.load_batch(db, "B")["verdict"].tolist() == ["approve", "approve", "reject"]  # B untouched
+    assert len(drafted) == 3
