@@ -218,8 +218,13 @@ def test_reuse_needs_a_known_batch_of_the_same_flow(server, tmp_path):
         flow.batch(CASES[:2], grid={"system": {"bare": ""}}, store=db, experiment="v2", reuse="basline")
     with pytest.raises(nf.BatchError, match=r"reuse=.baseline. names a batch of a store; pass store="):
         flow.batch(CASES[:2], grid={"system": {"bare": ""}}, reuse="baseline")
-    with pytest.raises(nf.BatchError, match=r"this batch itself.*resume=True"):
+    itself = r"this batch itself: resume=True alone continues it \(drop reuse=\)"
+    with pytest.raises(nf.BatchError, match=itself):
         flow.batch(CASES[:2], grid={"system": {"bare": ""}}, store=db, experiment="baseline", reuse="baseline")
+    with pytest.raises(nf.BatchError, match=itself):  # (it said "pass resume=True", given already)
+        flow.batch(
+            CASES[:2], grid={"system": {"bare": ""}}, store=db, experiment="baseline", reuse="baseline", resume=True
+        )
     other = nf.Flow("other")
 
     @other.node
