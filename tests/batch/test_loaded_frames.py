@@ -196,3 +196,38 @@ def test_answers_update_the_experiments_counts_and_summary(tmp_path: Path) -> No
     assert {k: v for k, v in meta["counts"].items() if v} == {"succeeded": 3}
     (summary,) = meta["summary"]
     assert (summary["rows"], summary["succeeded"], summary["not_finished"]) == (3, 3, 0)
+
+
+def test_answering_a_row_the_batch_ran_again_since_is_refused(tmp_path: Path) -> None:
+    """A resume that runs a paused row again (its scorer changed) gives it a new run. Before, answering the old
+    frame's row resumed the old run and wrote it as a sixth row of the 5-row batch: nf.load_batch then held the
+    row twice (one paused, one succeeded). Now the answer is refused before anything runs, naming the fix."""
+    import pytest
+
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("review_again")
+
+    @flow.node
+    async def verdict(draft: str) -> str:
+        return await nf.ask("Publish?", options=["approve", "reject"]) if len(draft) > 6 else "approve"
+
+    @flow.node
+    def score(verdict: str) -> int:
+        return int(verdict == "approve")
+
+    drafts = [{"draft": d} for d in ("short", "a longer one", "ok")]
+    old = flow.batch(drafts, store=db, experiment="A", progress=False)
+
+    @flow.node
+    def score(verdict: str) -> int:  # noqa: F811 (the edit)
+        return 7 * int(verdict == "approve")
+
+    with pytest.warns(nf.NbflowWarning, match="node 'score'"):
+        new = flow.batch(drafts, store=db, experiment="A", resume=True, progress=False)
+    assert new["status"].tolist() == ["succeeded", "paused", "succeeded"]
+    with pytest.raises(nf.BatchError, match=r"row 1.*ran again since.*nf.load_batch"):
+        flow.answer(old, {1: "approve"})
+    stored = nf.load_batch(db, "A")
+    assert stored["status"].tolist() == ["succeeded", "paused", "succeeded"]  # three rows, unchanged
+    flow.answer(new, {1: "approve"})
+    assert nf.load_batch(db, "A")["score"].tolist() == [7, 7, 7]
