@@ -640,8 +640,8 @@ def _more_options(
             raise BatchError(f"reuse={reuse!r} names a batch of a store; pass store='runs.db' (the file it is in) too")
         if reuse in (experiment, opts.batch_id):
             raise BatchError(
-                f"reuse={reuse!r} names this batch itself; to continue it pass resume=True, or store this run "
-                f"under a new name (experiment='...') to reuse {reuse!r} in it"
+                f"reuse={reuse!r} names this batch itself: resume=True alone continues it (drop reuse=), or store "
+                f"this run under a new name (experiment='...') to reuse {reuse!r} in it"
             )
     opts.reuse = reuse
     opts.experiment, opts.notes = experiment, notes

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from nbflow._batch.rows import State
 
-__all__ = ["experiment_meta", "experiments", "load_batch", "record_experiment"]
+__all__ = ["experiment_meta", "experiments", "load_batch", "record_experiment", "refresh_experiment"]
 
 
 def experiment_meta(state: State) -> dict[str, Any]:
@@ -67,14 +67,43 @@ def record_experiment(state: State, store: BatchStore) -> None:
         "cooldowns": list(getattr(state, "cooldowns", [])),
     }
     meta["environment"] = _environment(state)
+    meta.update(_summary(frame))
+    store.update_meta(state.batch_id, meta, columns=[str(c) for c in frame.columns])
+
+
+def _summary(frame: pd.DataFrame) -> dict[str, Any]:
+    """The experiment's per-variant summary (``summary``), or why it could not be made (``summary_error``)."""
     try:
         summary = summarize(frame, digits=None)  # exact: nf.experiments sums these
-        meta["summary"] = [  # keyed by the grid's values: a secret one is written as the marker
-            {str(k): _shown(str(k), v) for k, v in rec.items()} for rec in summary.reset_index().to_dict("records")
-        ]
+        return {  # keyed by the grid's values: a secret one is written as the marker
+            "summary": [
+                {str(k): _shown(str(k), v) for k, v in rec.items()} for rec in summary.reset_index().to_dict("records")
+            ]
+        }
     except Exception as exc:  # a summary must never lose the batch
+        return {"summary_error": f"{type(exc).__name__}: {exc}"}
+
+
+_HELD = ("succeeded", "failed", "paused")  # statuses of rows the store always holds
+
+
+def refresh_experiment(store: BatchStore, batch_id: str) -> None:
+    """After paused rows were answered (``flow.answer``, in any process): the experiment's counts and summary
+    again, from the rows the store now holds. A batch still running (no end recorded) is left to its own end."""
+    info = store.batch_info(batch_id)
+    if info is None or not info["meta"].get("counts"):
+        return
+    held = {k: v for k, v in store.status_counts(batch_id).items() if v}
+    old = info["meta"]["counts"]
+    counts = {**{k: v for k, v in old.items() if k not in _HELD and k not in held}, **held}
+    meta: dict[str, Any] = {"counts": counts}
+    try:
+        frame = load_batch(store, batch_id)
+        if len(frame) == info["n_rows"]:  # (rows never finished are not stored: the end's summary counts them)
+            meta.update(_summary(frame))
+    except Exception as exc:  # the answers are written: a summary must never undo them
         meta["summary_error"] = f"{type(exc).__name__}: {exc}"
-    store.update_meta(state.batch_id, meta, columns=[str(c) for c in frame.columns])
+    store.update_meta(batch_id, meta)
 
 
 def _environment(state: State) -> dict[str, Any]:

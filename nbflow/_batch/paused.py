@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbflow._batch.experiments import refresh_experiment
 from nbflow._batch.rows import QUESTION_COLUMNS, outcome
 from nbflow._batch.runs import FrameRuns, RunArchive
 from nbflow._core.errors import BatchError, NbflowWarning, ResumeConflictError, RunInterrupted
@@ -91,6 +92,8 @@ def _check(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any]) -> list[
         run._flow = flow
         todo.append((row.name if key in frame.index else frame.index[key], run, value))
     store = _store_of(frame)
+    if store and frame.attrs.get("batch_id"):
+        _check_current(frame, todo, store, str(frame.attrs["batch_id"]))
     if store:
         from nbflow._store.checkpoint import open_store
 
@@ -98,6 +101,23 @@ def _check(flow: Flow, frame: pd.DataFrame, answers: Mapping[Any, Any]) -> list[
             if run.store is None:  # a run the batch kept in memory: its answer goes to the store first, as a
                 open_store(store).track(run, save=False)  # loaded run's does (its claim), then every node
     return todo
+
+
+def _check_current(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str, batch_id: str) -> None:
+    """Refuse, before anything runs, a row whose run the stored batch replaced since (a resume ran it again):
+    its answer would add the row a second time."""
+    with BatchStore(path, read_only=True) as store:
+        for label, run, _ in todo:
+            if store.row_key(batch_id, run.run_id) is not None:
+                continue
+            index = run.run_id.rsplit("-", 1)[-1]
+            now = store.run_at(batch_id, int(index)) if index.isdigit() else None
+            if now is not None and now != run.run_id:
+                raise BatchError(
+                    f"row {label!r} of batch {batch_id!r} ran again since this frame was made (a resume=True: its "
+                    f"row is now run {now!r}); answer the frame that batch returned, or the stored batch: "
+                    f"df = nf.load_batch({path!r}, {batch_id!r}); flow.answer(df, {{...}})"
+                )
 
 
 def _store_of(frame: pd.DataFrame) -> str | None:
@@ -173,6 +193,7 @@ def _store_rows(frame: pd.DataFrame, todo: list[tuple[Any, Run, Any]], path: str
                 fingerprint=fingerprint,
                 lineage=row_lineage(run),
             )
+        refresh_experiment(store, frame.attrs["batch_id"])
 
 
 def arm_expiry(flow: Flow, frame: pd.DataFrame) -> threading.Timer | None:

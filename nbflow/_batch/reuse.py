@@ -75,7 +75,11 @@ def reuse_rows(
         if old is None or old.status not in FINISHED:
             todo.append(i)
             continue
-        retry = opts.retry_failed and old.status == "failed"
+        # A row paused in the batch named by reuse= asks again here, in a run of its own: taken whole, it would share
+        # that batch's paused run (an answer given here would resume the other batch's row).
+        retry = (opts.retry_failed and old.status == "failed") or (
+            old.status == "paused" and own.get(old.key) is not old
+        )
         if old.fingerprints is None:
             if retry:
                 todo.append(i)
@@ -101,7 +105,7 @@ def reuse_rows(
         if changed_by:
             raise StoreError(
                 f"{where}: {rerun} stored rows were computed by another version of {_nodes(changed_by)} "
-                f"(code, declaration or the globals it reads changed); resume='strict' refuses to mix them. "
+                f"(code, declaration, globals or closure settings changed); resume='strict' refuses to mix them. "
                 f"Pass resume=True to re-run exactly those rows, or restore the nodes' code"
             )
         raise StoreError(
@@ -119,7 +123,7 @@ def reuse_rows(
         edited = Counter({n: k for n, k in changed_by.items() if n not in added})
         new = Counter({n: k for n, k in changed_by.items() if n in added})
         why = (
-            [f"{_nodes(edited)} changed since they were stored (code, declaration or the globals it reads)"]
+            [f"{_nodes(edited)} changed since they were stored (code, declaration, globals or closure settings)"]
             if edited
             else []
         )

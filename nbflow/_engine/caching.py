@@ -302,7 +302,7 @@ class CacheSession:
 
 # --- the flow's fingerprint per node, for batch stores (resume) --------------------------------------
 def node_fingerprints(graph: Graph, validate: bool) -> dict[str, str | None]:
-    """Each node's fingerprint as the cache computes it (code, declaration, simple globals it reads).
+    """Each node's fingerprint as the cache computes it (code, declaration, simple globals and closure settings it reads).
 
     A sub-flow node counts by its own flow's fingerprints; a node whose code cannot be read is None
     (a batch store then treats it as changed: it cannot tell). The same rule as cache keys, so a

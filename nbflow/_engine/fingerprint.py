@@ -19,12 +19,13 @@ import inspect
 import io
 import os
 import pickle
+import re
 import sys
 import sysconfig
 import textwrap
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from nbflow._core.secrets import Secret
 
@@ -196,6 +197,61 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(sorted(os.path.realpath(r) for r in roots if r))
 
 
+_MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "remove",
+        "clear",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "popitem",
+        "sort",
+    }
+)
+
+
+class _Mutates(NamedTuple):
+    stored: frozenset[str]  # closure names the code assigns (``nonlocal``)
+    none: bool  # the code calls no mutating method and sets no item: its closure's containers are settings
+
+
+@functools.lru_cache(maxsize=4096)
+def _mutates(code: types.CodeType) -> _Mutates:
+    stored: set[str] = set()
+    none = True
+    for c in _codes(code):
+        for i in dis.get_instructions(c):
+            if i.opname in ("STORE_DEREF", "DELETE_DEREF"):
+                stored.add(i.argval)
+            elif i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR"):
+                none = False
+        if _MUTATORS & set(c.co_names):
+            none = False
+    return _Mutates(frozenset(stored), none)
+
+
+def _codes(code: types.CodeType) -> list[types.CodeType]:
+    out = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out.extend(_codes(const))
+    return out
+
+
+def _immutable(value: Any) -> bool:
+    kind = type(value)
+    if kind in _SIMPLE:
+        return True
+    if kind in (tuple, frozenset):
+        return all(_immutable(v) for v in value)
+    return False
+
+
 def globals_fingerprint(func: Callable[..., Any]) -> str:
     """A digest of the globals ``func`` reads that a notebook user may edit in another cell.
 
@@ -251,6 +307,33 @@ def globals_fingerprint(func: Callable[..., Any]) -> str:
                         helper(f"{name}.{attr}", member, depth)
                     elif member is not None and _is_simple(member):
                         parts.append((f"{name}.{attr}", member))
+        closure = f.__closure__ or ()
+        if closure:  # a factory's settings (a scorer's tolerance=, pattern): editing them is editing the node
+            mutates = _mutates(f.__code__)
+            for name, cell in zip(f.__code__.co_freevars, closure, strict=False):
+                if name in mutates.stored:  # ``nonlocal n; n += 1``: a counter, not a setting
+                    continue
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # not assigned yet
+                    continue
+                if isinstance(value, re.Pattern):
+                    parts.append((f"<closure>{name}", (value.pattern, value.flags)))
+                elif _is_simple(value) and (mutates.none or _immutable(value)):
+                    # a list or dict the code appends to or sets items of is state (``calls.append(...)``)
+                    if isinstance(value, set | frozenset):
+                        parts.append((f"<closure>{name}", sorted(map(repr, value))))
+                    else:
+                        parts.append((f"<closure>{name}", value))
+                elif _is_data(value):
+                    try:
+                        parts.append((f"<closure>{name}", digest(value)))
+                    except Unhashable:
+                        continue
+                elif isinstance(value, types.FunctionType) and (
+                    value.__module__ == fn.__module__ or project_module(value.__module__)
+                ):
+                    helper(f"<closure>{name}", value, depth)
 
     def helper(name: str, value: types.FunctionType, depth: int) -> None:
         if id(value) in seen or depth >= _DEPTH:

@@ -843,6 +843,13 @@ class BatchStore:
         ).fetchone()
         return None if row is None else (row[0], int(row[1]), row[2])
 
+    def run_at(self, batch_id: str, index: int) -> str | None:
+        """The run id of the stored row at ``index`` of a batch, if any."""
+        row = self._db.execute(
+            "SELECT run_id FROM batch_rows WHERE batch_id = ? AND row_index = ?", (batch_id, index)
+        ).fetchone()
+        return None if row is None else row[0]
+
     def row_lineages(self, batch_id: str, run_ids: Sequence[str]) -> dict[str, str]:
         """The lineage text stored with the rows of ``batch_id`` that ran ``run_ids``, by run id (rows without one
         left out)."""

@@ -162,3 +162,72 @@ def test_an_answer_is_in_the_store_before_the_row_resumes(tmp_path: Path) -> Non
     flow.answer(df, {0: "yes"})
     assert seen == ["{'review#0': 'yes'}"] and df.loc[0, "publish"] == "yes"
     assert nf.load_run(db, str(df.loc[0, "run_id"])).status is nf.RunStatus.SUCCEEDED
+
+
+def test_answers_update_the_experiments_counts_and_summary(tmp_path: Path) -> None:
+    """Before, the experiment record kept the counts and per-variant summary of the batch's end: with every
+    paused row answered (in a new process), nf.experiments still said 1 succeeded and 2 not finished, and the
+    viewer's summary still counted 2 paused rows and no score of theirs."""
+    db = _batch(tmp_path)
+    cols = ["rows", "succeeded", "failed", "not_finished"]
+    assert nf.experiments(db)[cols].values.tolist() == [[3, 1, 0, 2]]
+    _run(
+        tmp_path,
+        f"""
+        import nbflow as nf
+        from approve_loaded import flow
+        df = nf.load_batch({str(db)!r}, "review")
+        flow.answer(df, {{1: "approve"}})
+        """,
+    )
+    assert nf.experiments(db)[cols].values.tolist() == [[3, 2, 0, 1]]
+    _run(
+        tmp_path,
+        f"""
+        import nbflow as nf
+        from approve_loaded import flow
+        df = nf.load_batch({str(db)!r}, "review")
+        flow.answer(df, {{2: "reject"}})
+        """,
+    )
+    assert nf.experiments(db)[cols].values.tolist() == [[3, 3, 0, 0]]
+    with nf.BatchStore(db) as store:
+        meta = store.batch_info("review")["meta"]
+    assert {k: v for k, v in meta["counts"].items() if v} == {"succeeded": 3}
+    (summary,) = meta["summary"]
+    assert (summary["rows"], summary["succeeded"], summary["not_finished"]) == (3, 3, 0)
+
+
+def test_answering_a_row_the_batch_ran_again_since_is_refused(tmp_path: Path) -> None:
+    """A resume that runs a paused row again (its scorer changed) gives it a new run. Before, answering the old
+    frame's row resumed the old run and wrote it as a sixth row of the 5-row batch: nf.load_batch then held the
+    row twice (one paused, one succeeded). Now the answer is refused before anything runs, naming the fix."""
+    import pytest
+
+    db = tmp_path / "runs.db"
+    flow = nf.Flow("review_again")
+
+    @flow.node
+    async def verdict(draft: str) -> str:
+        return await nf.ask("Publish?", options=["approve", "reject"]) if len(draft) > 6 else "approve"
+
+    @flow.node
+    def score(verdict: str) -> int:
+        return int(verdict == "approve")
+
+    drafts = [{"draft": d} for d in ("short", "a longer one", "ok")]
+    old = flow.batch(drafts, store=db, experiment="A", progress=False)
+
+    @flow.node
+    def score(verdict: str) -> int:  # noqa: F811 (the edit)
+        return 7 * int(verdict == "approve")
+
+    with pytest.warns(nf.NbflowWarning, match="node 'score'"):
+        new = flow.batch(drafts, store=db, experiment="A", resume=True, progress=False)
+    assert new["status"].tolist() == ["succeeded", "paused", "succeeded"]
+    with pytest.raises(nf.BatchError, match=r"row 1.*ran again since.*nf.load_batch"):
+        flow.answer(old, {1: "approve"})
+    stored = nf.load_batch(db, "A")
+    assert stored["status"].tolist() == ["succeeded", "paused", "succeeded"]  # three rows, unchanged
+    flow.answer(new, {1: "approve"})
+    assert nf.load_batch(db, "A")["score"].tolist() == [7, 7, 7]

@@ -218,8 +218,13 @@ def test_reuse_needs_a_known_batch_of_the_same_flow(server, tmp_path):
         flow.batch(CASES[:2], grid={"system": {"bare": ""}}, store=db, experiment="v2", reuse="basline")
     with pytest.raises(nf.BatchError, match=r"reuse=.baseline. names a batch of a store; pass store="):
         flow.batch(CASES[:2], grid={"system": {"bare": ""}}, reuse="baseline")
-    with pytest.raises(nf.BatchError, match=r"this batch itself.*resume=True"):
+    itself = r"this batch itself: resume=True alone continues it \(drop reuse=\)"
+    with pytest.raises(nf.BatchError, match=itself):
         flow.batch(CASES[:2], grid={"system": {"bare": ""}}, store=db, experiment="baseline", reuse="baseline")
+    with pytest.raises(nf.BatchError, match=itself):  # (it said "pass resume=True", given already)
+        flow.batch(
+            CASES[:2], grid={"system": {"bare": ""}}, store=db, experiment="baseline", reuse="baseline", resume=True
+        )
     other = nf.Flow("other")
 
     @other.node
@@ -404,3 +409,89 @@ def test_rows_with_a_column_named_reused_keep_their_values(tmp_path):
     assert again["reused"].tolist() == ["mine-0", "mine-1", "mine-2"]
     assert again["score"].tolist() == [0.5] * 3
     assert again.nbflow.run(0).nodes["answer"].cached  # the run records still say what was reused
+
+
+def test_a_scorer_factorys_changed_setting_re_scores_on_reuse_and_resume(tmp_path):
+    """A ready-made scorer keeps its settings (``tolerance=``, ``pattern``) in its function's closure: changing
+    one is editing the scorer. Before, the closure was no part of the fingerprint: reuse= and resume=True fed
+    the stored False to both scores (silently stale numbers) although the new settings say True."""
+    from nbflow import scorers
+
+    db = tmp_path / "runs.db"
+    calls: list[str] = []
+
+    def make(tolerance: float, pattern: str) -> nf.Flow:
+        flow = nf.Flow("settings")
+
+        @flow.node
+        def answer(question: str) -> str:
+            calls.append(question)
+            return "about 10.4"
+
+        scorers.numeric(flow, output="answer", target="expected", tolerance=tolerance)
+        scorers.regex(flow, pattern, output="answer")
+        return flow
+
+    cases = [{"question": "q0", "expected": 10}, {"question": "q1", "expected": 12}]
+    first = make(0.01, "^x").batch(cases, store=db, experiment="strict", progress=False)
+    assert first["numeric"].tolist() == [False, False] and first["regex"].tolist() == [False, False]
+    assert len(calls) == 2
+
+    with pytest.warns(nf.NbflowWarning, match=r"nodes 'numeric' \(2 rows\), 'regex' \(2 rows\) changed"):
+        loose = make(1.0, "about").batch(cases, store=db, experiment="loose", reuse="strict", progress=False)
+    assert loose["numeric"].tolist() == [True, False]  # 10.4 is within 1.0 of 10, not of 12
+    assert loose["regex"].tolist() == [True, True]
+    assert loose["reused"].tolist() == [["answer"], ["answer"]] and len(calls) == 2  # no model call
+
+    with pytest.warns(nf.NbflowWarning, match=r"'numeric' \(2 rows\), 'regex' \(2 rows\) changed"):
+        resumed = make(1.0, "about").batch(cases, store=db, experiment="strict", resume=True, progress=False)
+    assert resumed["numeric"].tolist() == [True, False] and resumed["regex"].tolist() == [True, True]
+    assert len(calls) == 2
+    assert nf.load_batch(db, "strict")["numeric"].tolist() == [True, False]
+
+    # the same settings again: nothing changed, every row is taken whole
+    same = make(1.0, "about").batch(cases, store=db, experiment="same", reuse="loose", progress=False)
+    assert same["reused"].tolist() == [["answer", "numeric", "regex"]] * 2 and len(calls) == 2
+
+
+def test_a_paused_row_of_the_reused_batch_asks_again_in_the_new_one(tmp_path):
+    """Before, a row paused in batch A was copied whole into batch B by reuse="A", sharing A's paused run:
+    answering B's row resumed A's run (A's stored run then held B's answer while A's row still said paused), and
+    answering A's row afterwards raised a raw ResumeConflictError from the task group. Now B's row runs again
+    from its paused node, fed what ran before it (no model call), and is paused in a run of its own."""
+    db = tmp_path / "runs.db"
+    drafted: list[str] = []
+    flow = nf.Flow("review_reused")
+
+    @flow.node
+    def draft(topic: str) -> str:
+        drafted.append(topic)  # (the model call)
+        return f"a post about {topic}"
+
+    @flow.node
+    async def verdict(draft: str, topic: str) -> str:
+        if topic.startswith("auto"):
+            return "approve"
+        return await nf.ask(f"Publish {draft!r}?", options=["approve", "reject"])
+
+    rows = [{"topic": t} for t in ("auto-1", "tea", "coffee")]
+    a = flow.batch(rows, store=db, experiment="A", progress=False)
+    assert a["status"].tolist() == ["succeeded", "paused", "paused"] and len(drafted) == 3
+
+    b = flow.batch(rows, store=db, experiment="B", reuse="A", progress=False)
+    assert b["status"].tolist() == ["succeeded", "paused", "paused"]
+    assert len(drafted) == 3  # fed the stored drafts: no model call
+    assert b["reused"].tolist() == [["draft", "verdict"], ["draft"], ["draft"]]
+    assert b["run_id"][0] == a["run_id"][0]  # the finished row is copied whole
+    assert set(b["run_id"][1:]).isdisjoint(a["run_id"])  # the paused ones have runs of their own
+
+    flow.answer(b, {1: "approve", 2: "reject"})
+    assert b["verdict"].tolist() == ["approve", "approve", "reject"]
+    assert nf.load_batch(db, "A")["status"].tolist() == ["succeeded", "paused", "paused"]  # A untouched
+    assert nf.load_run(db, str(a["run_id"][1])).status.name == "PAUSED"
+
+    again = nf.load_batch(db, "A")
+    flow.answer(again, {1: "reject", 2: "reject"})
+    assert again["verdict"].tolist() == ["approve", "reject", "reject"]
+    assert nf.load_batch(db, "B")["verdict"].tolist() == ["approve", "approve", "reject"]  # B untouched
+    assert len(drafted) == 3

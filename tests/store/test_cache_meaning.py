@@ -211,3 +211,30 @@ def test_a_file_cache_stores_dataframes_as_parquet_and_reads_them_back_exactly(t
     assert run.nodes["frame"].cached and run.nodes["mixed"].cached
     pd.testing.assert_frame_equal(run["frame"], first["frame"])
     assert run["mixed"]["obj"].tolist() == [{"k": i} for i in range(4)]
+
+
+def test_a_factorys_closure_settings_are_part_of_the_key_its_state_is_not(tmp_path):
+    """A node made by a factory (``make(threshold)``, nbflow.scorers) keeps its settings in its closure: a new
+    setting is a miss (before, the cache returned the old setting's result). A list the node appends to, a
+    ``nonlocal`` counter, stay state: the second call with the same setting is a hit."""
+    seen: list[str] = []
+
+    def make(threshold: float, words: tuple[str, ...]) -> nf.Flow:
+        flow = nf.Flow("factory", cache=str(tmp_path / "cache.db"))  # one file: the flows share it
+        hits = 0
+
+        @flow.node
+        def passed(score: float) -> str:
+            nonlocal hits
+            hits += 1
+            seen.append(f"{score}>={threshold}")
+            return words[int(score >= threshold)]
+
+        return flow
+
+    low = make(0.5, ("no", "yes"))
+    assert low.run(score=0.7).outputs["passed"] == "yes"
+    assert low.run(score=0.7).outputs["passed"] == "yes" and len(seen) == 1  # a hit: the counters did not count
+    assert make(0.9, ("no", "yes")).run(score=0.7).outputs["passed"] == "no"  # a new threshold: a miss
+    assert make(0.5, ("nein", "ja")).run(score=0.7).outputs["passed"] == "ja"  # new words: a miss
+    assert make(0.5, ("no", "yes")).run(score=0.7).outputs["passed"] == "yes" and len(seen) == 3  # a hit again
