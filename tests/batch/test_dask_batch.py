@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -41,14 +42,19 @@ def client() -> Iterator[Any]:
         cluster.close()
 
 
-def scoring(name: str = "dask-score", fail_from: int | None = None, sleep: float = 0.0) -> nf.Flow:
+def scoring(
+    name: str = "dask-score", fail_from: int | None = None, sleep: float = 0.0, outage: str | None = None
+) -> nf.Flow:
+    """``fail_from``: rows from that x on fail; with ``outage`` (a file's path) only while that file exists (a
+    service that was down: the node's code and settings are the same once it is back)."""
     flow = nf.Flow(name)
 
     @flow.node
     async def double(x: int) -> int:
         if sleep:
             await asyncio.sleep(sleep)
-        if x == 3 or (fail_from is not None and x >= fail_from):
+        down = outage is None or os.path.exists(outage)
+        if x == 3 or (fail_from is not None and x >= fail_from and down):
             raise ValueError(f"bad row {x}")
         return 2 * x
 
@@ -101,7 +107,10 @@ def test_abatch_sends_rows_to_dask_too(client: Any) -> None:
 def test_resume_runs_only_the_failed_rows_from_the_store(client: Any, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     rows = [{"x": i} for i in range(10)]
-    first = scoring("dask-resume", fail_from=4).batch(rows, store=db, executor=client, chunk_size=4, progress=False)
+    outage = tmp_path / "outage"  # rows 4.. fail while it exists
+    outage.touch()
+    flow = scoring("dask-resume", fail_from=4, outage=str(outage))
+    first = flow.batch(rows, store=db, executor=client, chunk_size=4, progress=False)
     done = first["status"] == "succeeded"
     assert list(first.loc[done, "x"]) == [0, 1, 2]  # 3 always fails, 4.. fail the first time
     with nf.BatchStore(db) as store:  # the client committed every finished row
@@ -109,10 +118,13 @@ def test_resume_runs_only_the_failed_rows_from_the_store(client: Any, tmp_path: 
     assert {i for i, r in stored.items() if r.status == "succeeded"} == {0, 1, 2}
     assert {i for i, r in stored.items() if r.status == "failed"} == set(range(3, 10))
 
-    same_again = scoring("dask-resume", fail_from=4).batch(rows, store=db, resume=True, executor=client, progress=False)
+    same_again = scoring("dask-resume", fail_from=4, outage=str(outage)).batch(
+        rows, store=db, resume=True, executor=client, progress=False
+    )
     assert list(same_again["run_id"]) == list(first["run_id"])  # everything finished: nothing ran
 
-    fixed = scoring("dask-resume", fail_from=None)
+    outage.unlink()  # the service is back: the same flow, the failed rows retried
+    fixed = scoring("dask-resume", fail_from=4, outage=str(outage))
     again = fixed.batch(rows, store=db, resume=True, retry_failed=True, executor=client, progress=False)
     assert list(again["run_id"].iloc[:3]) == list(first["run_id"].iloc[:3])  # kept, not run again
     assert not set(again["run_id"].iloc[4:]) & set(first["run_id"])
