@@ -171,26 +171,17 @@ def test_answers_update_the_experiments_counts_and_summary(tmp_path: Path) -> No
     db = _batch(tmp_path)
     cols = ["rows", "succeeded", "failed", "not_finished"]
     assert nf.experiments(db)[cols].values.tolist() == [[3, 1, 0, 2]]
-    _run(
-        tmp_path,
-        f"""
-        import nbflow as nf
-        from approve_loaded import flow
-        df = nf.load_batch({str(db)!r}, "review")
-        flow.answer(df, {{1: "approve"}})
-        """,
-    )
-    assert nf.experiments(db)[cols].values.tolist() == [[3, 2, 0, 1]]
-    _run(
-        tmp_path,
-        f"""
-        import nbflow as nf
-        from approve_loaded import flow
-        df = nf.load_batch({str(db)!r}, "review")
-        flow.answer(df, {{2: "reject"}})
-        """,
-    )
-    assert nf.experiments(db)[cols].values.tolist() == [[3, 3, 0, 0]]
+    for row, answer, counts in [(1, "approve", [3, 2, 0, 1]), (2, "reject", [3, 3, 0, 0])]:  # each in a new process
+        _run(
+            tmp_path,
+            f"""
+            import nbflow as nf
+            from approve_loaded import flow
+            df = nf.load_batch({str(db)!r}, "review")
+            flow.answer(df, {{{row}: {answer!r}}})
+            """,
+        )
+        assert nf.experiments(db)[cols].values.tolist() == [counts]
     with nf.BatchStore(db) as store:
         meta = store.batch_info("review")["meta"]
     assert {k: v for k, v in meta["counts"].items() if v} == {"succeeded": 3}
